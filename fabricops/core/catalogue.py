@@ -1,0 +1,236 @@
+"""The metric catalogue: every metric defined once.
+
+Each metric has a canonical name, a kind (which decides how the pipeline
+compresses it), a unit, the scope of entity it is measured on, and its mapping
+from each source protocol. A metric family with a label (``pfc_rx_pause{prio}``)
+expands to one concrete metric per label value, e.g. ``pfc_rx_pause{prio=3}``.
+
+Concrete metric ids are small stable integers: they are what frames carry on
+the wire, so an id is never reused for another metric.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from functools import cached_property
+
+import numpy as np
+import numpy.typing as npt
+
+
+class MetricKind(StrEnum):
+    """How a metric behaves over time."""
+
+    COUNTER = "counter"  # monotonic unsigned 64-bit, may wrap or reset
+    GAUGE = "gauge"  # instantaneous float value
+    STATE = "state"  # small integer enumeration, changes rarely
+
+
+class Scope(StrEnum):
+    """What kind of entity a metric is measured on."""
+
+    PORT = "port"
+    NIC = "nic"
+    INT_HOP = "int_hop"
+
+
+@dataclass(frozen=True)
+class SourceMap:
+    """Where a metric comes from in each protocol; ``None`` means not provided."""
+
+    snmp_oid: str | None = None
+    openconfig_path: str | None = None
+    int_field: str | None = None
+
+
+@dataclass(frozen=True)
+class MetricFamily:
+    """One catalogue row. ``first_id`` is the id of its first concrete metric."""
+
+    name: str
+    kind: MetricKind
+    unit: str
+    scope: Scope
+    first_id: int
+    description: str
+    label: str | None = None
+    label_values: tuple[int, ...] = ()
+    sources: SourceMap = field(default_factory=SourceMap)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A concrete metric: a family, and for labelled families one label value."""
+
+    id: int
+    name: str
+    family: MetricFamily
+    label_value: int | None = None
+
+    @property
+    def kind(self) -> MetricKind:
+        return self.family.kind
+
+
+PRIORITIES = tuple(range(8))
+_IF = "1.3.6.1.2.1.2.2.1"
+_IFX = "1.3.6.1.2.1.31.1.1.1"
+_OC_IF = "/interfaces/interface/state"
+_OC_CNT = f"{_OC_IF}/counters"
+_OC_QOS = "/qos/interfaces/interface/output/queues/queue/state"
+_OC_PFC = "/qos/interfaces/interface/pfc/priorities/priority/state"
+_OC_XCVR = "/components/component/transceiver/physical-channels/channel/state"
+_OC_NIC = "/nics/nic/state/counters"
+
+
+def _fam(
+    name: str,
+    kind: MetricKind,
+    unit: str,
+    scope: Scope,
+    first_id: int,
+    description: str,
+    *,
+    snmp: str | None = None,
+    oc: str | None = None,
+    int_field: str | None = None,
+    label: str | None = None,
+) -> MetricFamily:
+    return MetricFamily(
+        name=name,
+        kind=kind,
+        unit=unit,
+        scope=scope,
+        first_id=first_id,
+        description=description,
+        label=label,
+        label_values=PRIORITIES if label else (),
+        sources=SourceMap(snmp_oid=snmp, openconfig_path=oc, int_field=int_field),
+    )
+
+
+C, G, S = MetricKind.COUNTER, MetricKind.GAUGE, MetricKind.STATE
+P, N, H = Scope.PORT, Scope.NIC, Scope.INT_HOP
+
+FAMILIES: tuple[MetricFamily, ...] = (
+    _fam("in_octets", C, "bytes", P, 1, "Octets received, errored frames included",
+         snmp=f"{_IFX}.6", oc=f"{_OC_CNT}/in-octets"),
+    _fam("out_octets", C, "bytes", P, 2, "Octets transmitted",
+         snmp=f"{_IFX}.10", oc=f"{_OC_CNT}/out-octets"),
+    _fam("in_pkts", C, "packets", P, 3, "Good unicast packets received",
+         snmp=f"{_IFX}.7", oc=f"{_OC_CNT}/in-unicast-pkts"),
+    _fam("out_pkts", C, "packets", P, 4, "Unicast packets transmitted",
+         snmp=f"{_IFX}.11", oc=f"{_OC_CNT}/out-unicast-pkts"),
+    _fam("in_errors", C, "packets", P, 5, "Received packets discarded for errors",
+         snmp=f"{_IF}.14", oc=f"{_OC_CNT}/in-errors"),
+    _fam("in_fcs_errors", C, "packets", P, 6, "Received frames with a bad FCS (CRC)",
+         snmp="1.3.6.1.2.1.10.7.2.1.3", oc=f"{_OC_CNT}/in-fcs-errors"),
+    _fam("in_discards", C, "packets", P, 7, "Received packets dropped without error",
+         snmp=f"{_IF}.13", oc=f"{_OC_CNT}/in-discards"),
+    _fam("out_discards", C, "packets", P, 8, "Packets dropped at egress",
+         snmp=f"{_IF}.19", oc=f"{_OC_CNT}/out-discards"),
+    _fam("oper_status", S, "state", P, 9, "IF-MIB ifOperStatus: 1 up, 2 down",
+         snmp=f"{_IF}.8", oc=f"{_OC_IF}/oper-status"),
+    _fam("carrier_transitions", C, "transitions", P, 10, "Link up/down transitions",
+         oc=f"{_OC_CNT}/carrier-transitions"),
+    _fam("ecn_marked_pkts", C, "packets", P, 11, "Packets ECN-marked (CE) at egress",
+         oc=f"{_OC_QOS}/ecn-marked-pkts"),
+    _fam("queue_depth_bytes", G, "bytes", P, 12, "Egress queue depth of the lossless class",
+         oc=f"{_OC_QOS}/instant-queue-len"),
+    _fam("queue_watermark_bytes", G, "bytes", P, 13,
+         "Highest egress queue depth since the previous sample",
+         oc=f"{_OC_QOS}/max-queue-len"),
+    _fam("pfc_rx_pause", C, "frames", P, 16, "PFC pause frames received, per priority",
+         oc=f"{_OC_PFC}/in-pause-frames", label="prio"),
+    _fam("pfc_tx_pause", C, "frames", P, 24, "PFC pause frames sent, per priority",
+         oc=f"{_OC_PFC}/out-pause-frames", label="prio"),
+    _fam("rx_power_dbm", G, "dBm", P, 32, "Optical receive power",
+         oc=f"{_OC_XCVR}/input-power/instant"),
+    _fam("tx_power_dbm", G, "dBm", P, 33, "Optical transmit power",
+         oc=f"{_OC_XCVR}/output-power/instant"),
+    _fam("temperature_c", G, "celsius", P, 34, "Transceiver temperature",
+         oc="/components/component/state/temperature/instant"),
+    _fam("cnp_sent", C, "packets", N, 40, "Congestion notification packets sent (as receiver)",
+         oc=f"{_OC_NIC}/cnp-sent"),
+    _fam("cnp_handled", C, "packets", N, 41, "CNPs received and acted on (as sender)",
+         oc=f"{_OC_NIC}/cnp-handled"),
+    _fam("rdma_retransmits", C, "packets", N, 42, "RDMA packets retransmitted (go-back-N)",
+         oc=f"{_OC_NIC}/retransmits"),
+    _fam("out_of_sequence", C, "events", N, 43, "Out-of-sequence packets detected (as receiver)",
+         oc=f"{_OC_NIC}/out-of-sequence"),
+    _fam("rdma_tx_rate_bps", G, "bits/s", N, 44, "RDMA transmit rate",
+         oc="/nics/nic/state/tx-rate"),
+    _fam("hop_latency_ns", G, "ns", H, 50, "INT hop latency", int_field="hop_latency"),
+    _fam("queue_occupancy", G, "cells", H, 51, "INT queue occupancy",
+         int_field="queue_occupancy"),
+    _fam("egress_tx_util", G, "ratio", H, 52, "INT egress port tx utilization",
+         int_field="egress_port_tx_utilization"),
+)
+
+
+class UnknownMetricError(KeyError):
+    """A metric name or id that the catalogue does not define."""
+
+
+class Catalogue:
+    """Lookup of concrete metrics by name and id, and per-id arrays for hot paths."""
+
+    def __init__(self, families: tuple[MetricFamily, ...] = FAMILIES) -> None:
+        metrics: list[Metric] = []
+        for fam in families:
+            if fam.label is None:
+                metrics.append(Metric(fam.first_id, fam.name, fam))
+                continue
+            for offset, value in enumerate(fam.label_values):
+                name = f"{fam.name}{{{fam.label}={value}}}"
+                metrics.append(Metric(fam.first_id + offset, name, fam, value))
+        self.families = {f.name: f for f in families}
+        self.metrics = tuple(metrics)
+        self._by_name = {m.name: m for m in metrics}
+        self._by_id = {m.id: m for m in metrics}
+        if len(self._by_id) != len(metrics):
+            raise ValueError("metric ids overlap in the catalogue")
+
+    def __len__(self) -> int:
+        return len(self.metrics)
+
+    def by_name(self, name: str) -> Metric:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise UnknownMetricError(f"unknown metric {name!r}") from None
+
+    def by_id(self, metric_id: int) -> Metric:
+        try:
+            return self._by_id[int(metric_id)]
+        except KeyError:
+            raise UnknownMetricError(f"unknown metric id {metric_id}") from None
+
+    def id_of(self, name: str) -> int:
+        return self.by_name(name).id
+
+    def of_scope(self, scope: Scope) -> tuple[Metric, ...]:
+        return tuple(m for m in self.metrics if m.family.scope is scope)
+
+    @cached_property
+    def max_id(self) -> int:
+        return max(self._by_id)
+
+    @cached_property
+    def is_float(self) -> npt.NDArray[np.bool_]:
+        """Indexed by metric id: True where the value is a float (gauges)."""
+        table = np.zeros(self.max_id + 1, dtype=bool)
+        for m in self.metrics:
+            table[m.id] = m.kind is MetricKind.GAUGE
+        return table
+
+    @cached_property
+    def is_known(self) -> npt.NDArray[np.bool_]:
+        """Indexed by metric id: True where the id names a metric."""
+        table = np.zeros(self.max_id + 1, dtype=bool)
+        table[list(self._by_id)] = True
+        return table
+
+
+CATALOGUE = Catalogue()

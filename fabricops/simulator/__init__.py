@@ -1,0 +1,1 @@
+"""The simulated RoCE fabric (the twin): topology, workload, forwarding, rates, faults."""

@@ -1,0 +1,172 @@
+"""The control surface of the simulated fabric: what a real fabric lets an operator do.
+
+Every operation names its target by entity id and raises ``ControlError``
+naming the target when it cannot be done. Effects start at the next tick;
+routing follows link state changes after the convergence delay, while WCMP
+weights and flow relabelling take effect at once (they are local decisions).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricops.core.entities import EntityKind, entity_kind
+from fabricops.simulator.faults import FaultError, FaultSpec
+
+if TYPE_CHECKING:
+    from fabricops.simulator.engine import Simulator
+
+I32 = npt.NDArray[np.int32]
+
+
+class ControlError(ValueError):
+    """A control operation that cannot be carried out; the message names the target."""
+
+
+class Control:
+    """Operations on a running simulator (``sim.control``)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self._sim = sim
+
+    def _port(self, port: str) -> int:
+        if port not in self._sim.fabric.topology.port_by_id:
+            raise ControlError(f"port {port!r} does not exist")
+        return self._sim.fabric.port_index(port)
+
+    def _link_of(self, port: str) -> int:
+        p = self._port(port)
+        ch = int(self._sim.fabric.port_tx_ch[p])
+        if ch < 0:
+            raise ControlError(f"port {port!r} is not cabled")
+        return ch // 2
+
+    def shut_port(self, port: str) -> None:
+        """Administratively disable a port (and so its link)."""
+        self._sim.admin_up[self._link_of(port)] = False
+
+    def no_shut_port(self, port: str) -> None:
+        """Re-enable a port shut with ``shut_port``."""
+        self._sim.admin_up[self._link_of(port)] = True
+
+    def set_wcmp_weights(self, switch: str, weights: dict[str, int]) -> None:
+        """Set the WCMP weight of some of a switch's egress ports (0 drains a port)."""
+        sim = self._sim
+        node = sim.fabric.topology.node_by_id.get(switch)
+        if node is None or node.is_host:
+            raise ControlError(f"{switch!r} is not a switch of this fabric")
+        for port, weight in weights.items():
+            p = self._port(port)
+            if sim.fabric.node_ids[sim.fabric.port_node[p]] != switch:
+                raise ControlError(f"port {port!r} is not on switch {switch!r}")
+            if weight < 0:
+                raise ControlError(f"weight of port {port!r} must be >= 0, got {weight}")
+            sim.router.weight[sim.fabric.port_tx_ch[p]] = weight
+        sim.reroute_all()
+
+    def relabel_flows(self, entity: str) -> int:
+        """Give new UDP source ports to the flows of a NIC, a job, or crossing a link.
+
+        Returns how many flows were relabelled (and so re-hashed by ECMP).
+        """
+        sim = self._sim
+        flows = self._select_flows(entity)
+        fl = sim.workload.flows
+        fl.sport[flows] = np.uint64(49152) + sim.rng.integers(0, 16384, len(flows)).astype(
+            np.uint64)
+        sim.route_flows(flows)
+        return len(flows)
+
+    def _select_flows(self, entity: str) -> I32:
+        sim, fl = self._sim, self._sim.workload.flows
+        kind = entity_kind(entity)
+        if kind is EntityKind.JOB:
+            jobs = [i for i, s in enumerate(sim.workload.specs) if s.name == entity]
+            if not jobs:
+                raise ControlError(f"job {entity!r} does not exist")
+            mask = fl.job == jobs[0]
+        elif kind is EntityKind.LINK and entity in sim.fabric.topology.link_by_id:
+            li = sim.fabric.link_index(entity)
+            mask = (sim.paths[: len(fl)] // 2 == li).any(axis=1)
+        elif kind is EntityKind.PORT:
+            nic = sim.fabric.port_nic[self._port(entity)]
+            if nic < 0:
+                raise ControlError(f"{entity!r} is not a NIC; give a NIC, a link or a job")
+            mask = fl.src_nic == nic
+        else:
+            raise ControlError(f"{entity!r} is not a NIC, link or job of this fabric")
+        return np.flatnonzero(mask & fl.active).astype(np.int32)
+
+    def _host(self, host: str) -> int:
+        node = self._sim.fabric.topology.node_by_id.get(host)
+        if node is None or not node.is_host:
+            raise ControlError(f"{host!r} is not a host of this fabric")
+        return self._sim.fabric.node_index(host)
+
+    def _job(self, job: str) -> int:
+        for i, spec in enumerate(self._sim.workload.specs):
+            if spec.name == job:
+                return i
+        raise ControlError(f"job {job!r} does not exist")
+
+    def drain_host(self, host: str) -> str | None:
+        """Take a host out of service: its job re-forms without it. Returns that job."""
+        sim, h = self._sim, self._host(host)
+        wl = sim.workload
+        wl.drained[h] = True
+        for j, hosts in enumerate(wl.hosts):
+            if h in hosts:
+                remaining = [x for x in hosts if x != h]
+                if len(remaining) < 2:
+                    raise ControlError(f"draining {host!r} would leave job "
+                                       f"{wl.specs[j].name!r} with fewer than two hosts")
+                sim.route_flows(wl.set_hosts(j, remaining))
+                return wl.specs[j].name
+        return None
+
+    def attach_spare(self, job: str, host: str | None = None) -> str:
+        """Add a spare host (the given one, or the first free) to a job. Returns the host."""
+        sim = self._sim
+        j = self._job(job)
+        free = sim.workload.free_hosts()
+        if host is None:
+            if not free:
+                raise ControlError(f"no spare host is free for job {job!r}")
+            h = free[0]
+        else:
+            h = self._host(host)
+            if h not in free:
+                raise ControlError(f"host {host!r} is not a free spare")
+        sim.route_flows(sim.workload.set_hosts(j, [*sim.workload.hosts[j], h]))
+        return sim.fabric.node_ids[h]
+
+    def reboot(self, node: str) -> None:
+        """Reboot a device now: its counters restart from zero."""
+        if node not in self._sim.fabric.topology.node_by_id:
+            raise ControlError(f"node {node!r} does not exist")
+        self._sim.telemetry.reset_node(self._sim.fabric.node_index(node))
+
+    def incast_flows(self, spec: FaultSpec, index: int) -> I32:
+        """Create the idle sender flows of an incast fault on NIC ``spec.entity``."""
+        sim = self._sim
+        fab = sim.fabric
+        if spec.entity not in fab.topology.port_by_id or fab.port_nic[
+                fab.port_index(spec.entity)] < 0:
+            raise FaultError(f"fault #{index} (incast on {spec.entity!r}): "
+                             "incast needs a NIC as its entity")
+        victim = int(fab.port_nic[fab.port_index(spec.entity)])
+        fan_in = spec.typed_params().fan_in
+        host = fab.port_node[fab.nic_ports]
+        same_rail = fab.nic_rail == fab.nic_rail[victim]
+        cands = np.flatnonzero(same_rail & (host != host[victim]))
+        if len(cands) < fan_in:
+            raise FaultError(f"fault #{index} (incast on {spec.entity!r}): fan_in {fan_in} "
+                             f"exceeds the {len(cands)} NICs that can reach it")
+        src = np.sort(sim.rng.choice(cands, size=fan_in, replace=False)).astype(np.int32)
+        sport = np.uint64(49152) + sim.rng.integers(0, 16384, fan_in).astype(np.uint64)
+        flows = sim.workload.flows.append(src, np.full(fan_in, victim, np.int32), -1, sport)
+        sim.route_flows(flows)
+        return flows

@@ -1,0 +1,241 @@
+"""The simulator: a deterministic, time-stepped fluid model of a RoCE fabric.
+
+``Simulator(topology, config)`` is inert; add jobs and faults, then ``step()``
+advances one tick of ``tick_s`` simulated seconds. ``frames()`` gives the
+telemetry of the tick just simulated; ``control`` is the fabric's control
+surface; ``ground_truth()`` is for scoring only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.core.frame import Frame
+from fabricops.core.topology import Topology
+from fabricops.simulator.control import Control
+from fabricops.simulator.effects import FaultBook, TickEffects
+from fabricops.simulator.fabric import compile_fabric
+from fabricops.simulator.faults import FaultError, FaultSpec, GroundTruth
+from fabricops.simulator.observe import TickObservation
+from fabricops.simulator.physics import PhysicsConfig
+from fabricops.simulator.routing import Router
+from fabricops.simulator.telemetry import OPER_DOWN, OPER_UP, Telemetry
+from fabricops.simulator.tick import simulate_tick
+from fabricops.simulator.workload import JobSpec, Workload
+
+I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+
+
+class SimConfig(BaseModel):
+    """Settings of one simulation run."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    seed: int = Field(default=0, ge=0, description="Same seed, same telemetry, byte for byte")
+    tick_s: float = Field(default=1.0, gt=0, le=60, description="Simulated seconds per step")
+    convergence_delay_s: float = Field(
+        default=2.0, ge=0, description="From a link changing state to routing following it"
+    )
+    ecmp_seeds: Literal["distinct", "identical"] = Field(
+        default="distinct", description="'identical' gives every switch the same hash seed"
+    )
+    lossless_priorities: tuple[int, ...] = Field(default=(3,), min_length=1)
+    start_time_ns: int = Field(default=1_767_225_600_000_000_000, ge=0)
+    physics: PhysicsConfig = Field(default_factory=PhysicsConfig)
+
+
+class Simulator:
+    """The simulated fabric. Deterministic for a given topology, config, jobs and faults."""
+
+    def __init__(self, topology: Topology, config: SimConfig | None = None) -> None:
+        self.config = config or SimConfig()
+        self.fabric = fab = compile_fabric(topology)
+        root = np.random.SeedSequence(self.config.seed)
+        rng_route, rng_work, self.rng = (np.random.default_rng(s) for s in root.spawn(3))
+        n_sw = len(fab.switch_nodes)
+        seeds = rng_route.integers(0, 2**63, size=n_sw, dtype=np.int64).astype(np.uint64)
+        if self.config.ecmp_seeds == "identical":
+            seeds[:] = seeds[0]
+        self.router = Router(fab, seeds)
+        self.workload = Workload(fab, rng_work)
+        self.faults = FaultBook(fab)
+        self.telemetry = Telemetry(fab, self.config.lossless_priorities)
+        self.control = Control(self)
+        self.tick = 0
+        self.admin_up = np.ones(fab.n_links, bool)
+        self.oper_up = np.ones(fab.n_links, bool)
+        self.pending: list[tuple[float, int, bool]] = []
+        self.paths = np.zeros((0, 2), np.int32)
+        self.routable = np.zeros(0, bool)
+        self.prev_demand_bps = np.zeros(0)
+        self.pause_next = np.zeros(fab.n_channels + 1)
+        self.reporting = np.ones(fab.n_nodes, bool)
+        self.last: TickObservation | None = None
+        self._epath_stale = True
+        self._epath = np.zeros((0, 2), np.int32)
+        self._dead_ch = np.zeros(0, np.int32)
+        self._optics = _optics_baseline(fab.n_ports, fab.n_links, self.rng)
+
+    @property
+    def time_s(self) -> float:
+        """Simulated time at the start of the next tick."""
+        return self.tick * self.config.tick_s
+
+    @property
+    def ts_ns(self) -> int:
+        """Timestamp of the telemetry of the last tick simulated."""
+        return self.config.start_time_ns + round(self.tick * self.config.tick_s * 1e9)
+
+    def add_job(self, spec: JobSpec) -> None:
+        """Place a training job; ValueError if it does not fit."""
+        self.route_flows(self.workload.add_job(spec))
+
+    def add_fault(self, spec: FaultSpec) -> int:
+        """Inject a fault (now or later); return its id. FaultError names what is wrong."""
+        senders = None
+        if spec.type.value == "incast":
+            senders = self.control.incast_flows(spec, len(self.faults.faults))
+        return self.faults.add(spec, senders)
+
+    def ground_truth(self) -> list[GroundTruth]:
+        """What was injected, for scoring diagnoses. Not visible to the platform."""
+        return self.faults.ground_truth(self.time_s)
+
+    def route_flows(self, flows: I32) -> None:
+        """(Re)compute the paths of some flows under the current routing view."""
+        n = len(self.workload.flows)
+        self._grow(n)
+        if len(flows) == 0:
+            return
+        key_l4, key_l3 = self.workload.flows.keys(flows)
+        src, dst = self.workload.flows.src_nic[flows], self.workload.flows.dst_nic[flows]
+        paths, ok = self.router.route(src, dst, key_l4, key_l3)
+        width = max(self.paths.shape[1], paths.shape[1])
+        self.paths = _widen(self.paths, width, self.fabric.dummy_channel)
+        self.paths[flows] = _widen(paths, width, self.fabric.dummy_channel)
+        self.routable[flows] = ok
+        self._epath_stale = True
+
+    def reroute_all(self) -> None:
+        self.route_flows(np.flatnonzero(self.workload.flows.active).astype(np.int32))
+
+    def _grow(self, n: int) -> None:
+        extra = n - len(self.prev_demand_bps)
+        if extra <= 0:
+            return
+        self.prev_demand_bps = np.concatenate((self.prev_demand_bps, np.zeros(extra)))
+        pad = np.full((extra, self.paths.shape[1]), self.fabric.dummy_channel, np.int32)
+        self.paths = np.vstack((self.paths, pad))
+        self.routable = np.concatenate((self.routable, np.zeros(extra, bool)))
+
+    def line_rate_bps(self) -> F64:
+        """Line rate of every flow: the slower of its two NICs."""
+        fab, fl = self.fabric, self.workload.flows
+        speed = fab.port_speed_bps[fab.nic_ports]
+        return np.minimum(speed[fl.src_nic], speed[fl.dst_nic])
+
+    def step(self) -> TickObservation:
+        """Simulate one tick; return what happened in it."""
+        t = self.time_s
+        fx = self.faults.effects(t)
+        self._reboot_returning(t)
+        self._update_links(fx, t)
+        if not np.array_equal(fx.l3_only, self.router.l3_only):
+            self.router.l3_only = fx.l3_only
+            self.reroute_all()
+        self._converge(t)
+        self.reporting = ~fx.node_down
+        obs = simulate_tick(self, fx, self.effective_paths())
+        self.last = obs
+        self.tick += 1
+        return obs
+
+    def run(self, ticks: int, on_tick: Callable[[TickObservation], None] | None = None) -> None:
+        for _ in range(ticks):
+            obs = self.step()
+            if on_tick is not None:
+                on_tick(obs)
+
+    def frames(self) -> list[Frame]:
+        """Telemetry of the last tick: one frame per device that is up."""
+        return self.telemetry.frames(self.ts_ns, self.reporting)
+
+    def effective_paths(self) -> tuple[I32, I32]:
+        """Paths cut at the first physically down channel, and that channel per flow (-1)."""
+        if self._epath_stale:
+            dummy = self.fabric.dummy_channel
+            up = np.append(self.oper_up, True)[self.paths // 2]
+            down = ~up
+            first = np.where(down.any(axis=1), down.argmax(axis=1), self.paths.shape[1])
+            hop = np.arange(self.paths.shape[1])[None, :]
+            self._epath = np.where(hop >= first[:, None], dummy, self.paths).astype(np.int32)
+            self._epath[~self.routable] = dummy
+            rows = np.arange(len(first))
+            has = (first < self.paths.shape[1]) & self.routable
+            self._dead_ch = np.where(
+                has, self.paths[rows, np.minimum(first, self.paths.shape[1] - 1)], -1
+            ).astype(np.int32)
+            self._epath_stale = False
+        return self._epath, self._dead_ch
+
+    def _update_links(self, fx: TickEffects, t: float) -> None:
+        oper = self.admin_up & ~fx.link_down
+        changed = np.flatnonzero(oper != self.oper_up)
+        if changed.size == 0:
+            return
+        fab = self.fabric
+        ends = np.concatenate((fab.ch_tx_port[2 * changed], fab.ch_rx_port[2 * changed]))
+        self.telemetry.add_whole("carrier_transitions", np.bincount(ends, minlength=fab.n_ports))
+        self.oper_up = oper
+        self.telemetry.oper_status[ends] = np.where(
+            np.concatenate((oper[changed], oper[changed])), OPER_UP, OPER_DOWN
+        )
+        due = t + self.config.convergence_delay_s
+        self.pending.extend((due, int(li), bool(oper[li])) for li in changed)
+        self._epath_stale = True
+
+    def _converge(self, t: float) -> None:
+        due = [p for p in self.pending if p[0] <= t + 1e-9]
+        if not due:
+            return
+        self.pending = [p for p in self.pending if p[0] > t + 1e-9]
+        for _, li, state in due:
+            self.router.link_up[li] = state
+        self.router.refresh()
+        self.reroute_all()
+
+    def _reboot_returning(self, t: float) -> None:
+        for r in self.faults.faults:
+            if r.spec.type.value == "switch_down" and r.spec.duration_s is not None:
+                back = r.spec.end_s()
+                if t - self.config.tick_s < back <= t:
+                    self.telemetry.reset_node(r.node)
+
+    def optics(self) -> tuple[F64, F64, F64]:
+        """Per-port transmit-power base, per-link insertion loss, per-port temperature base."""
+        return self._optics
+
+
+def _widen(paths: I32, width: int, dummy: int) -> I32:
+    if paths.shape[1] >= width:
+        return paths
+    pad = np.full((paths.shape[0], width - paths.shape[1]), dummy, np.int32)
+    return np.hstack((paths, pad))
+
+
+def _optics_baseline(n_ports: int, n_links: int, rng: np.random.Generator) -> tuple[
+        F64, F64, F64]:
+    tx = rng.uniform(-1.5, 0.5, n_ports)
+    loss = rng.uniform(0.3, 1.2, n_links)
+    temp = rng.uniform(38.0, 48.0, n_ports)
+    return tx, loss, temp
+
+
+__all__ = ["FaultError", "JobSpec", "SimConfig", "Simulator"]

@@ -1,0 +1,151 @@
+"""Per-tick fluid physics of a lossless RoCE fabric, on arrays.
+
+Flows follow *effective paths*: channel indices, padded with the dummy channel
+(index ``n``, infinite capacity). Rates are in bits/s, queues in bytes.
+
+- Sharing: a multiplicative proportional fit: every flow is scaled by the
+  tightest capacity/load ratio on its path, a few times; each pass yields a
+  feasible allocation that moves toward max-min fairness.
+- Loss and go-back-N: a flow losing a share ``p`` of its packets delivers
+  ``1 / (1 + p * W)`` of its wire rate as goodput, ``W`` being the packets
+  resent per loss.
+- ECN: a RED profile (Kmin, Kmax, Pmax) on the egress queue, whose depth
+  follows the offered/served ratio of the channel.
+- PFC: a switch pauses an ingress channel for the share of its capacity that
+  carries traffic into egress channels it cannot drain; pause spreads one hop
+  upstream per tick.
+- DCQCN: a tick (about a second) is far longer than DCQCN's microsecond
+  control loop, so each tick is its converged state: a sender whose receiver
+  returns CNPs runs at its fair share, cut further when its packets are marked
+  beyond the equilibrium rate; a sender that gets no CNPs back (its packets
+  are stuck behind a pause, or ECN is off where it is congested) keeps
+  pushing, and that excess is what fills buffers and triggers PFC. A flow that
+  starts overruns for ``onset_s`` before its sender reacts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+BIG = 1e6
+
+
+class PhysicsConfig(BaseModel):
+    """Constants of the fabric model; defaults fit a 400G RoCEv2 fabric."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fit_iterations: int = Field(default=4, ge=1, le=32)
+    packet_bytes: int = Field(default=4158, gt=0, description="4096 B payload + RoCEv2 headers")
+    gbn_resend_pkts: float = Field(
+        default=1000.0, ge=0, description="Packets resent per loss under go-back-N"
+    )
+    ecn_kmin_bytes: float = Field(default=100_000.0, ge=0)
+    ecn_kmax_bytes: float = Field(default=1_000_000.0, gt=0)
+    ecn_pmax: float = Field(default=0.2, gt=0, le=1)
+    xoff_bytes: float = Field(default=2_000_000.0, gt=0, description="PFC pause threshold")
+    pfc_backlog_share: float = Field(
+        default=0.2, gt=0, lt=1, description="Unserved share of offered load that reaches Xoff"
+    )
+    pause_quanta_s: float = Field(default=65535 * 512 / 400e9, gt=0)
+    cnp_interval_s: float = Field(default=50e-6, gt=0, description="CNP rate limit per flow")
+    equilibrium_depth: float = Field(
+        default=0.05, gt=0, lt=1,
+        description="Where in [Kmin, Kmax] a bottleneck queue settles under DCQCN",
+    )
+    onset_s: float = Field(
+        default=0.002, ge=0, description="How long a starting flow overruns before DCQCN reacts"
+    )
+    retry_rate_bps: float = Field(
+        default=1e9, ge=0, description="Rate a sender keeps resending into a black hole"
+    )
+
+
+def sum_at(index: npt.NDArray[np.integer[Any]], weights: F64, n_slots: int) -> F64:
+    """Sum ``weights`` into ``n_slots`` bins by ``index`` (a weighted bincount)."""
+    return np.bincount(index, weights=weights, minlength=n_slots).astype(np.float64)
+
+
+def channel_sum(epath: I32, per_flow: F64, n_slots: int) -> F64:
+    """Sum a per-flow quantity over every channel each flow crosses."""
+    hops = epath.shape[1]
+    return sum_at(epath.ravel(), np.repeat(per_flow, hops), n_slots)
+
+
+def fair_rates(epath: I32, offered: F64, capacity: F64, iterations: int) -> F64:
+    """Rates no larger than ``offered`` that fit ``capacity`` on every channel."""
+    rate = offered.copy()
+    for _ in range(iterations):
+        load = channel_sum(epath, rate, len(capacity))
+        scale = np.where(load > 0, capacity / np.maximum(load, 1e-9), BIG)
+        rate = np.minimum(offered, rate * np.minimum(scale[epath].min(axis=1), BIG))
+    return rate
+
+
+def path_product_complement(epath: I32, prob: F64) -> F64:
+    """Probability that a flow meets at least one event of per-channel probability ``prob``."""
+    keep = np.log1p(-np.clip(prob, 0.0, 1.0 - 1e-12))
+    out: F64 = -np.expm1(keep[epath].sum(axis=1))
+    return out
+
+
+def goodput_share(loss: F64, cfg: PhysicsConfig) -> F64:
+    """Share of the wire rate that is new data under go-back-N at loss rate ``loss``."""
+    return 1.0 / (1.0 + loss * cfg.gbn_resend_pkts)
+
+
+def queue_depth(offered: F64, served: F64, capacity: F64, cfg: PhysicsConfig) -> F64:
+    """Egress queue depth (bytes) of each channel for one tick."""
+    util = np.clip(served / np.maximum(capacity, 1.0), 0.0, 0.999)
+    standing = np.minimum(cfg.packet_bytes * util**2 / (1.0 - util), cfg.ecn_kmin_bytes * 0.5)
+    backlog = 1.0 - np.minimum(capacity, offered) / np.maximum(offered, 1e-9)
+    rising = cfg.ecn_kmin_bytes + (cfg.xoff_bytes - cfg.ecn_kmin_bytes) * np.minimum(
+        1.0, backlog / cfg.pfc_backlog_share
+    )
+    settled = cfg.ecn_kmin_bytes + (cfg.ecn_kmax_bytes - cfg.ecn_kmin_bytes) * (
+        cfg.equilibrium_depth
+    )
+    queue = np.where(util >= 0.98, settled, standing)
+    return np.where(offered > capacity * 1.0001, rising, queue)
+
+
+def mark_probability(queue: F64, kmin: F64, kmax: F64, cfg: PhysicsConfig) -> F64:
+    """RED/ECN marking probability for a queue depth and per-channel thresholds."""
+    with np.errstate(invalid="ignore"):
+        ramp = cfg.ecn_pmax * (queue - kmin) / np.maximum(kmax - kmin, 1.0)
+        return np.where(queue < kmin, 0.0, np.where(queue >= kmax, 1.0, ramp))
+
+
+def pause_pressure(
+    epath: I32, excess: F64, backlogged: B, n_slots: int, pfc_capable: B, nominal: F64
+) -> F64:
+    """Share of each channel's time its receiver must pause it next tick.
+
+    A flow's ``excess`` (bits/s it pushes beyond what it is carried) waits in
+    front of every backlogged channel on its path; the switch that holds it
+    pauses the channel the flow arrived on for as long as that excess takes to
+    cross it. Excess held at the sender itself (first hop) needs no pause.
+    """
+    ahead = backlogged[epath[:, 1:]] & (excess > 0)[:, None]
+    feeders = epath[:, :-1][ahead]
+    weights = np.broadcast_to(excess[:, None], ahead.shape)[ahead]
+    need = sum_at(feeders, weights, n_slots)
+    share = need / np.maximum(nominal, 1.0)
+    return np.where(pfc_capable, np.clip(share, 0.0, 1.0), 0.0)
+
+
+def dcqcn_share(marked: F64, cfg: PhysicsConfig) -> F64:
+    """Share of its fair rate a DCQCN sender keeps when its packets are marked at ``marked``.
+
+    At a healthy bottleneck marking settles near ``ecn_pmax * equilibrium_depth``
+    and costs nothing; beyond that the rate falls as 1/sqrt(marking).
+    """
+    eq = cfg.ecn_pmax * cfg.equilibrium_depth
+    return np.where(marked > eq, np.sqrt(eq / np.maximum(marked, eq)), 1.0)

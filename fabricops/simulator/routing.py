@@ -1,0 +1,156 @@
+"""ECMP/WCMP forwarding over equal-cost shortest paths.
+
+Every switch picks the next hop of a flow among the neighbours one hop closer
+to the destination's switch, by hashing the flow's key with the switch's seed
+and indexing the cumulative WCMP weights of the eligible channels. Equal seeds
+on consecutive tiers with equal group sizes reproduce hash polarization; a
+switch whose hash ignores the UDP source port (``l3_only``) concentrates every
+queue pair of a NIC pair on one path. Works on any topology: paths come from
+hop distances on the switch graph, not from tier names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from fabricops.simulator.fabric import Fabric
+
+U64 = npt.NDArray[np.uint64]
+I32 = npt.NDArray[np.int32]
+B = npt.NDArray[np.bool_]
+UNREACHABLE = np.int16(30000)
+_M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(
+    0x9E3779B97F4A7C15
+)
+
+
+def mix64(x: U64) -> U64:
+    """The splitmix64 finalizer, element-wise (wrapping uint64 arithmetic)."""
+    z = x + _GOLD
+    z = (z ^ (z >> np.uint64(30))) * _M1
+    z = (z ^ (z >> np.uint64(27))) * _M2
+    return z ^ (z >> np.uint64(31))
+
+
+def flow_keys(src_ip: U64, dst_ip: U64, sport: U64, *, with_l4: bool) -> U64:
+    """Hash key of RoCEv2 flows (UDP, destination port 4791); ``with_l4`` adds the source port."""
+    key = mix64(src_ip * np.uint64(0x100000001B3) ^ dst_ip)
+    if with_l4:
+        key = mix64(key ^ (sport << np.uint64(17)) ^ np.uint64(4791))
+    return key
+
+
+class Router:
+    """Computes flow paths (as channel indices) for the current routing state.
+
+    ``link_up`` is the control plane's view of each link (it lags the physical
+    state by the convergence delay); ``weight`` is the WCMP weight of each
+    channel (0 removes it from every group); ``seed`` and ``l3_only`` are per
+    switch. Call ``refresh`` after changing ``link_up``.
+    """
+
+    def __init__(self, fabric: Fabric, seeds: U64) -> None:
+        self.fabric = fabric
+        self.seed = seeds.astype(np.uint64)
+        self.l3_only = np.zeros(len(fabric.switch_nodes), dtype=bool)
+        self.link_up = np.ones(fabric.n_links, dtype=bool)
+        self.weight = np.ones(fabric.n_channels + 1, dtype=np.int64)
+        self._build_adjacency()
+        self._nic_switch = fabric.node_switch[
+            fabric.port_node[fabric.ch_rx_port[fabric.port_tx_ch[fabric.nic_ports]]]
+        ]
+        self.targets = np.unique(self._nic_switch)
+        self._target_row = np.full(len(fabric.switch_nodes), -1, dtype=np.int32)
+        self._target_row[self.targets] = np.arange(len(self.targets), dtype=np.int32)
+        self.dist = np.zeros((0, 0), dtype=np.int16)
+        self.refresh()
+
+    def _build_adjacency(self) -> None:
+        fab = self.fabric
+        tx_sw = fab.node_switch[fab.ch_tx_node()]
+        rx_sw = fab.node_switch[fab.ch_rx_node()]
+        inter = np.flatnonzero((tx_sw >= 0) & (rx_sw >= 0))
+        order = inter[np.lexsort((fab.ch_tx_port[inter], tx_sw[inter]))]
+        n_sw = len(fab.switch_nodes)
+        deg = np.bincount(tx_sw[order], minlength=n_sw)
+        width = max(int(deg.max(initial=0)), 1)
+        starts = np.concatenate(([0], np.cumsum(deg)[:-1]))
+        slot = np.arange(len(order)) - np.repeat(starts, deg)
+        self.out_ch = np.full((n_sw, width), fab.dummy_channel, dtype=np.int32)
+        self.out_nbr = np.full((n_sw, width), -1, dtype=np.int32)
+        self.out_ch[tx_sw[order], slot] = order
+        self.out_nbr[tx_sw[order], slot] = rx_sw[order]
+        self._inter_ch = order
+        self._inter_tx, self._inter_rx = tx_sw[order], rx_sw[order]
+
+    def refresh(self) -> None:
+        """Recompute hop distances to every NIC-facing switch over links that are up."""
+        up = self.link_up[self._inter_ch // 2]
+        n_sw = len(self.fabric.switch_nodes)
+        graph = coo_matrix(
+            (np.ones(int(up.sum())), (self._inter_tx[up], self._inter_rx[up])), shape=(n_sw, n_sw)
+        ).tocsr()
+        d = shortest_path(graph, method="D", unweighted=True, directed=True, indices=self.targets)
+        # distances *to* a target: the switch graph is symmetric, links are up or down as a whole
+        self.dist = np.where(np.isfinite(d), d, UNREACHABLE).astype(np.int16)
+
+    def nic_switch(self, nics: I32) -> I32:
+        """Switch ordinal each NIC (by NIC ordinal) is attached to."""
+        return self._nic_switch[nics]
+
+    def max_hops(self) -> int:
+        finite = self.dist[self.dist < UNREACHABLE]
+        return int(finite.max(initial=0)) + 2
+
+    def route(self, src_nic: I32, dst_nic: I32, key_l4: U64, key_l3: U64) -> tuple[I32, B]:
+        """Paths of the given flows, padded with the dummy channel, and whether each is routable.
+
+        A flow whose NIC links are down in the routing view, or whose switches
+        have no eligible next hop, is unroutable: its path is all dummy beyond
+        the point where forwarding failed.
+        """
+        fab = self.fabric
+        n = len(src_nic)
+        hops = self.max_hops()
+        paths = np.full((n, hops), fab.dummy_channel, dtype=np.int32)
+        first = fab.port_tx_ch[fab.nic_ports[src_nic]]
+        last = fab.port_rx_ch[fab.nic_ports[dst_nic]]
+        ok = self.link_up[first // 2] & self.link_up[last // 2]
+        paths[:, 0] = first
+        cur = self._nic_switch[src_nic].copy()
+        row = self._target_row[self._nic_switch[dst_nic]]
+        col = np.ones(n, dtype=np.int64)
+        for _ in range(hops - 2):
+            moving = np.flatnonzero(ok & (cur != self._nic_switch[dst_nic]))
+            if moving.size == 0:
+                break
+            ch, nxt = self._next_hop(cur[moving], row[moving], key_l4[moving], key_l3[moving])
+            good = ch >= 0
+            ok[moving[~good]] = False
+            mv = moving[good]
+            paths[mv, col[mv]] = ch[good]
+            col[mv] += 1
+            cur[mv] = nxt[good]
+        arrived = ok & (cur == self._nic_switch[dst_nic])
+        paths[arrived, col[arrived]] = last[arrived]
+        return paths, arrived
+
+    def _next_hop(self, cur: I32, row: I32, key_l4: U64, key_l3: U64) -> tuple[I32, I32]:
+        cand = self.out_ch[cur]
+        nbr = self.out_nbr[cur]
+        here = self.dist[row, cur]
+        there = self.dist[row[:, None], np.maximum(nbr, 0)]
+        up = np.append(self.link_up, False)
+        eligible = (nbr >= 0) & (there == (here - 1)[:, None]) & up[cand // 2]
+        w = np.where(eligible, self.weight[cand], 0)
+        cum = np.cumsum(w, axis=1)
+        total = cum[:, -1]
+        key = np.where(self.l3_only[cur], key_l3, key_l4)
+        pick = mix64(key ^ self.seed[cur]) % np.maximum(total, 1).astype(np.uint64)
+        slot = np.argmax(cum > pick.astype(np.int64)[:, None], axis=1)
+        idx = np.arange(len(cur))
+        ch = np.where(total > 0, cand[idx, slot], -1).astype(np.int32)
+        return ch, nbr[idx, slot]

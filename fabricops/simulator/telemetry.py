@@ -1,0 +1,154 @@
+"""The fabric's counters, states and gauges, and their frames.
+
+Counters are unsigned 64-bit and wrap like the hardware's; fractional
+increments are carried in a residual so that every counter stays an integer
+that never goes backwards (except when its device reboots, which zeroes it).
+Values are kept metric-major (one row per metric) so that a tick updates whole
+rows; frames are cut per device from port-major views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricops.core.catalogue import CATALOGUE
+from fabricops.core.frame import Frame, Source
+from fabricops.simulator.fabric import Fabric
+
+F64 = npt.NDArray[np.float64]
+U64 = npt.NDArray[np.uint64]
+I64 = npt.NDArray[np.int64]
+B = npt.NDArray[np.bool_]
+
+PORT_COUNTERS = (
+    "in_octets", "out_octets", "in_pkts", "out_pkts", "in_errors", "in_fcs_errors",
+    "in_discards", "out_discards", "carrier_transitions", "ecn_marked_pkts",
+)
+PORT_GAUGES = (
+    "queue_depth_bytes", "queue_watermark_bytes", "rx_power_dbm", "tx_power_dbm",
+    "temperature_c",
+)
+NIC_COUNTERS = ("cnp_sent", "cnp_handled", "rdma_retransmits", "out_of_sequence")
+NIC_GAUGES = ("rdma_tx_rate_bps",)
+OPER_UP, OPER_DOWN = 1, 2
+
+
+def pfc_names(priorities: tuple[int, ...]) -> tuple[str, ...]:
+    """Concrete PFC counter names for the lossless priorities."""
+    return tuple(f"pfc_{d}_pause{{prio={p}}}" for d in ("rx", "tx") for p in priorities)
+
+
+class Telemetry:
+    """Every metric of every port and NIC, updated in place each tick."""
+
+    def __init__(self, fabric: Fabric, priorities: tuple[int, ...] = (3,)) -> None:
+        self.fabric = fabric
+        self.priorities = priorities
+        self.counter_names = PORT_COUNTERS + pfc_names(priorities)
+        self._row = {n: i for i, n in enumerate(self.counter_names)}
+        self._nrow = {n: i for i, n in enumerate(NIC_COUNTERS)}
+        self.port_counters = np.zeros((len(self.counter_names), fabric.n_ports), np.uint64)
+        self._port_resid = np.zeros(self.port_counters.shape)
+        self.nic_counters = np.zeros((len(NIC_COUNTERS), fabric.n_nics), np.uint64)
+        self._nic_resid = np.zeros(self.nic_counters.shape)
+        self.oper_status = np.full(fabric.n_ports, OPER_UP, np.uint64)
+        self.port_gauges = np.zeros((len(PORT_GAUGES), fabric.n_ports))
+        self.nic_gauges = np.zeros((len(NIC_GAUGES), fabric.n_nics))
+        self._seq = np.zeros(fabric.n_nodes, np.uint64)
+        self._layout = self._frame_layout()
+
+    def counter(self, name: str) -> U64:
+        """The live row of a port counter (read-only use)."""
+        row: U64 = self.port_counters[self._row[name]]
+        return row
+
+    def nic_counter(self, name: str) -> U64:
+        row: U64 = self.nic_counters[self._nrow[name]]
+        return row
+
+    def gauge(self, name: str) -> F64:
+        row: F64 = self.port_gauges[PORT_GAUGES.index(name)]
+        return row
+
+    def add(self, name: str, amount: F64) -> I64:
+        """Add a non-negative (possibly fractional) amount per port; return the whole part."""
+        return _accumulate(self.port_counters, self._port_resid, self._row[name], amount)
+
+    def add_whole(self, name: str, amount: I64) -> None:
+        """Add integer amounts per port."""
+        row = self._row[name]
+        self.port_counters[row] += amount.astype(np.uint64)
+
+    def add_nic(self, name: str, amount: F64) -> I64:
+        return _accumulate(self.nic_counters, self._nic_resid, self._nrow[name], amount)
+
+    def reset_node(self, node: int) -> None:
+        """Zero every counter of a node, as its reboot does."""
+        ports = self.fabric.node_ports(node)
+        sl = slice(ports.start, ports.stop)
+        self.port_counters[:, sl] = 0
+        self._port_resid[:, sl] = 0.0
+        nics = self.fabric.port_nic[sl]
+        nics = nics[nics >= 0]
+        self.nic_counters[:, nics] = 0
+        self._nic_resid[:, nics] = 0.0
+
+    def _frame_layout(self) -> list[tuple[tuple[str, ...], npt.NDArray[np.uint32],
+                                          npt.NDArray[np.uint16]]]:
+        port_ids = np.array(
+            [CATALOGUE.id_of(n) for n in (*self.counter_names, "oper_status", *PORT_GAUGES)],
+            np.uint16,
+        )
+        nic_ids = np.array([CATALOGUE.id_of(n) for n in (*NIC_COUNTERS, *NIC_GAUGES)], np.uint16)
+        both = np.concatenate((port_ids, nic_ids))
+        layout = []
+        for node in range(self.fabric.n_nodes):
+            ports = self.fabric.node_ports(node)
+            ids = both if self.fabric.node_is_host[node] else port_ids
+            n = len(ports)
+            layout.append((
+                self.fabric.port_ids[ports.start:ports.stop],
+                np.repeat(np.arange(n, dtype=np.uint32), len(ids)),
+                np.tile(ids, n),
+            ))
+        return layout
+
+    def port_matrix(self) -> U64:
+        """Ports x (counters, oper_status, gauges as float bits)."""
+        return np.vstack(
+            (self.port_counters, self.oper_status[None, :], self.port_gauges.view(np.uint64))
+        ).T
+
+    def nic_matrix(self) -> U64:
+        """NICs x (NIC counters, NIC gauges as float bits)."""
+        return np.vstack((self.nic_counters, self.nic_gauges.view(np.uint64))).T
+
+    def frames(self, ts_ns: int, reporting: B) -> list[Frame]:
+        """One frame per node that is reporting, in node order; advances each node's seq."""
+        pm, nm = self.port_matrix(), self.nic_matrix()
+        fab = self.fabric
+        out = []
+        for node in np.flatnonzero(reporting):
+            ports = fab.node_ports(int(node))
+            entities, idx, metric = self._layout[node]
+            block = pm[ports.start:ports.stop]
+            if fab.node_is_host[node]:
+                nics = fab.port_nic[ports.start:ports.stop]
+                block = np.hstack((block, nm[nics]))
+            self._seq[node] += np.uint64(1)
+            out.append(Frame(
+                device=fab.node_ids[node], ts_ns=ts_ns, source=Source.SIM,
+                seq=int(self._seq[node]), entities=entities, entity_idx=idx, metric=metric,
+                raw=np.ascontiguousarray(block).ravel(),
+            ))
+        return out
+
+
+def _accumulate(counters: U64, resid: F64, row: int, amount: F64) -> I64:
+    total = resid[row] + np.maximum(amount, 0.0)
+    whole = np.floor(total)
+    resid[row] = total - whole
+    inc: I64 = whole.astype(np.int64)
+    counters[row] += inc.astype(np.uint64)
+    return inc

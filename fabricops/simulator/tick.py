@@ -1,0 +1,187 @@
+"""One tick of the fabric: rates, congestion, pauses, counters, job progress."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricops.simulator import physics as ph
+from fabricops.simulator.effects import TickEffects
+from fabricops.simulator.observe import TickObservation
+
+if TYPE_CHECKING:
+    from fabricops.simulator.engine import Simulator
+
+I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
+LOS_DBM = -40.0
+
+
+def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> TickObservation:
+    """Advance ``sim`` by one tick under the effects ``fx``; update its counters."""
+    cfg, fab, wl = sim.config.physics, sim.fabric, sim.workload
+    epath, dead_ch = paths
+    dt, line = sim.config.tick_s, sim.line_rate_bps()
+    demand = _demand(sim, fx, line, dt)
+    dead = dead_ch >= 0
+    offered = np.where(dead, np.minimum(demand, cfg.retry_rate_bps), demand)
+    n_slots = fab.n_channels + 1
+    up = np.append(sim.oper_up, True)[np.arange(fab.n_channels) // 2]
+    nominal = np.append(fab.ch_capacity_bps * up, ph.BIG * 1e9)
+    off_load = ph.channel_sum(epath, offered, n_slots)
+    slow = (fx.drain_share < 1.0) & (off_load > fx.drain_share * nominal)
+    pause = np.maximum.reduce([sim.pause_next, fx.pause_fixed,
+                               np.where(slow, 1.0 - fx.drain_share, 0.0)])
+    pause[-1] = 0.0
+    cap = nominal * (1.0 - pause)
+    fair = ph.fair_rates(epath, offered, cap, cfg.fit_iterations)
+    backlogged = off_load > cap * 1.0001
+    backlogged[-1] = False
+    deaf = _deaf(fx, epath, offered, fair, backlogged)
+    push = np.where(deaf, offered, fair)
+    queue = ph.queue_depth(ph.channel_sum(epath, push, n_slots),
+                           ph.channel_sum(epath, fair, n_slots), cap, cfg)
+    queue[-1] = 0.0
+    mark_ch = _marking(sim, fx, queue)
+    marked = ph.path_product_complement(epath, mark_ch)
+    rate = fair * ph.dcqcn_share(marked, cfg)
+    served = ph.channel_sum(epath, rate, n_slots)
+    loss = ph.path_product_complement(epath, fx.loss)
+    goodput = np.where(dead, 0.0, rate * ph.goodput_share(loss, cfg))
+    sim.pause_next = _pause_next(sim, epath, offered, rate, demand, deaf, backlogged, nominal)
+    pkts = rate * dt / 8.0 / cfg.packet_bytes
+    cnp = np.where(goodput > 0, np.minimum(pkts * marked, dt / cfg.cnp_interval_s), 0.0)
+    _count_ports(sim, fx, served, pause, queue, mark_ch, offered, dead_ch)
+    _count_nics(sim, rate, pkts, loss, dead, cnp)
+    wl.advance(goodput, dt)
+    in_job = wl.flows.job >= 0
+    job_good = ph.sum_at(wl.flows.job[in_job], goodput[in_job], len(wl.specs))
+    return TickObservation(
+        t_s=sim.time_s, demand_bps=demand, offered_bps=offered, rate_bps=rate,
+        goodput_bps=goodput, loss=loss, served_bps=served, capacity_bps=cap, queue_bytes=queue,
+        pause_share=pause, job_goodput_bps=job_good, job_steps=wl.steps.copy(),
+    )
+
+
+def _deaf(fx: TickEffects, epath: I32, offered: F64, fair: F64,
+          backlogged: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """Flows whose sender hears no CNPs: nothing gets through, or ECN is off where congested."""
+    no_ecn = backlogged & (fx.ecn_mode == 2)
+    deaf: npt.NDArray[np.bool_] = (offered > 0.0) & ((fair <= 0.0) | no_ecn[epath].any(axis=1))
+    return deaf
+
+
+def _pause_next(sim: Simulator, epath: I32, offered: F64, rate: F64, demand: F64,
+                deaf: npt.NDArray[np.bool_], backlogged: npt.NDArray[np.bool_],
+                nominal: F64) -> F64:
+    """Pause shares for the next tick, from the excess of flows that do not back off."""
+    fab, cfg = sim.fabric, sim.config.physics
+    onset = (demand > 0.0) & (sim.prev_demand_bps <= 0.0)
+    surplus = np.maximum(offered - rate, 0.0)
+    excess = np.where(deaf, surplus, np.where(onset, surplus * cfg.onset_s / sim.config.tick_s,
+                                              0.0))
+    sim.prev_demand_bps = demand
+    pfc_capable = np.append(~fab.node_is_host[fab.ch_rx_node()], False)
+    return ph.pause_pressure(epath, excess, backlogged, len(nominal), pfc_capable, nominal)
+
+
+def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float) -> F64:
+    wl = sim.workload
+    share = wl.begin_tick(sim.time_s, dt)
+    demand = wl.demand_bps(share, line, dt)
+    for flows, rate_share in zip(fx.incast_flows, fx.incast_rate, strict=True):
+        demand[flows] = line[flows] * rate_share
+    return np.where(sim.routable, demand, 0.0)
+
+
+def _marking(sim: Simulator, fx: TickEffects, queue: F64) -> F64:
+    cfg, fab = sim.config.physics, sim.fabric
+    n = fab.n_channels + 1
+    kmin = np.full(n, cfg.ecn_kmin_bytes)
+    kmax = np.full(n, cfg.ecn_kmax_bytes)
+    aggressive, disabled = fx.ecn_mode == 1, fx.ecn_mode == 2
+    kmin[aggressive], kmax[aggressive] = 0.0, float(cfg.packet_bytes)
+    nic_tx = np.append(fab.node_is_host[fab.ch_tx_node()], True)
+    kmin[disabled | nic_tx] = kmax[disabled | nic_tx] = np.inf
+    return np.nan_to_num(ph.mark_probability(queue, kmin, kmax, cfg), nan=0.0)
+
+
+def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue: F64,
+                 mark_ch: F64, offered: F64, dead_ch: I32) -> None:
+    cfg, fab, tel, rng = sim.config.physics, sim.fabric, sim.telemetry, sim.rng
+    dt = sim.config.tick_s
+    tx_ch = np.where(fab.port_tx_ch >= 0, fab.port_tx_ch, fab.n_channels)
+    sent = tel.add("out_pkts", served[tx_ch] * dt / 8.0 / cfg.packet_bytes)
+    pkts_ch = np.zeros(fab.n_channels + 1, np.int64)
+    pkts_ch[tx_ch] = sent
+    pkts_ch[-1] = 0
+    errors = _binomial(rng, pkts_ch, fx.loss)
+    rx = fab.ch_rx_port
+    tel.add_whole("out_octets", sent * cfg.packet_bytes)
+    tel.add_whole("in_octets", _to_ports(pkts_ch[:-1] * cfg.packet_bytes, rx, fab.n_ports))
+    tel.add_whole("in_pkts", _to_ports(pkts_ch[:-1] - errors[:-1], rx, fab.n_ports))
+    tel.add_whole("in_errors", _to_ports(errors[:-1], rx, fab.n_ports))
+    tel.add_whole("in_fcs_errors", _to_ports(errors[:-1], rx, fab.n_ports))
+    tel.add_whole("ecn_marked_pkts", _binomial(rng, pkts_ch, mark_ch)[tx_ch])
+    dead = dead_ch >= 0
+    drops = ph.sum_at(dead_ch[dead], offered[dead], fab.n_channels + 1)
+    tel.add("out_discards", drops[tx_ch] * dt / 8.0 / cfg.packet_bytes)
+    frames = pause * dt / (cfg.pause_quanta_s / 2.0)
+    for prio in sim.config.lossless_priorities:
+        tel.add(f"pfc_rx_pause{{prio={prio}}}", frames[tx_ch])
+        tel.add(f"pfc_tx_pause{{prio={prio}}}", _to_ports_f(frames[:-1], rx, fab.n_ports))
+    _gauges(sim, fx, served, queue, tx_ch)
+
+
+def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64, tx_ch: I32) -> None:
+    fab, tel, rng = sim.fabric, sim.telemetry, sim.rng
+    tx_base, ins_loss, temp_base = sim.optics()
+    n = fab.n_ports
+    util = served[tx_ch] / np.maximum(fab.port_speed_bps, 1.0)
+    q = queue[tx_ch]
+    tx_power = tx_base + rng.normal(0.0, 0.02, n)
+    peer = np.where(fab.port_rx_ch >= 0, fab.ch_tx_port[np.maximum(fab.port_rx_ch, 0)], 0)
+    link = np.maximum(fab.port_rx_ch, 0) // 2
+    rx_power = tx_power[peer] - ins_loss[link] + fx.rx_offset_db
+    rx_power = np.where(sim.oper_up[link], rx_power, LOS_DBM)
+    g = tel.port_gauges
+    g[0], g[1] = q, np.minimum(q * 1.25 + sim.config.physics.packet_bytes * (q > 0),
+                               sim.config.physics.xoff_bytes * 1.5)
+    g[2], g[3] = rx_power, tx_power
+    g[4] = temp_base + 8.0 * np.clip(util, 0.0, 1.0) + rng.normal(0.0, 0.1, n)
+
+
+def _count_nics(sim: Simulator, rate: F64, pkts: F64, loss: F64, dead: npt.NDArray[np.bool_],
+                cnp: F64) -> None:
+    cfg, tel, fl = sim.config.physics, sim.telemetry, sim.workload.flows
+    n = sim.fabric.n_nics
+    lost = pkts * loss
+    resent = np.where(dead, pkts, np.minimum(pkts, lost * cfg.gbn_resend_pkts))
+    tel.add_nic("rdma_retransmits", ph.sum_at(fl.src_nic, resent, n))
+    tel.add_nic("out_of_sequence", ph.sum_at(fl.dst_nic, lost, n))
+    tel.add_nic("cnp_sent", ph.sum_at(fl.dst_nic, cnp, n))
+    tel.add_nic("cnp_handled", ph.sum_at(fl.src_nic, cnp, n))
+    tel.nic_gauges[0] = ph.sum_at(fl.src_nic, rate, n)
+
+
+def _binomial(rng: np.random.Generator, n: npt.NDArray[np.int64], p: F64) -> npt.NDArray[
+        np.int64]:
+    out = np.zeros(len(n), np.int64)
+    hit = np.flatnonzero((p > 0) & (n > 0))
+    if hit.size:
+        out[hit] = rng.binomial(n[hit], np.clip(p[hit], 0.0, 1.0))
+    return out
+
+
+def _to_ports(per_ch: npt.NDArray[np.int64], port: I32, n_ports: int) -> npt.NDArray[np.int64]:
+    out = np.zeros(n_ports, np.int64)
+    out[port] = per_ch
+    return out
+
+
+def _to_ports_f(per_ch: F64, port: I32, n_ports: int) -> F64:
+    out = np.zeros(n_ports)
+    out[port] = per_ch
+    return out

@@ -1,0 +1,199 @@
+"""Training jobs and their RoCEv2 flows.
+
+A job runs on a set of hosts and alternates a compute phase (no traffic) with a
+collective phase in which every NIC sends ``comm_bytes_per_nic`` bytes: a ring
+AllReduce over each rail (NIC r of host i sends to NIC r of host i+1), or a
+pipeline chain (no wrap-around). The collective ends when its slowest flow is
+done, so one slow link stalls the whole job. Every NIC-to-NIC connection is
+``qps_per_pair`` flows, each a RoCEv2 5-tuple with its own UDP source port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.simulator.fabric import Fabric
+from fabricops.simulator.routing import flow_keys
+
+I32 = npt.NDArray[np.int32]
+F64 = npt.NDArray[np.float64]
+U64 = npt.NDArray[np.uint64]
+B = npt.NDArray[np.bool_]
+ROCE_SPORT_BASE = 49152
+
+
+class JobSpec(BaseModel):
+    """A training job to place on the fabric."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(default="job-llm-01", pattern=r"^job-[A-Za-z0-9_.\-]+$")
+    hosts: int = Field(default=8, ge=2, description="Number of servers the job runs on")
+    placement: Literal["packed", "random"] = "packed"
+    collective: Literal["ring_allreduce", "pipeline"] = "ring_allreduce"
+    qps_per_pair: int = Field(default=2, ge=1, le=64)
+    compute_s: float = Field(default=1.0, ge=0, description="Compute phase per step")
+    comm_bytes_per_nic: float = Field(default=50e9, gt=0, description="Bytes a NIC sends a step")
+    start_s: float = Field(default=0.0, ge=0)
+
+
+@dataclass
+class FlowTable:
+    """Every flow ever created, as arrays. Flows are never removed, only deactivated."""
+
+    src_nic: I32 = field(default_factory=lambda: np.zeros(0, np.int32))
+    dst_nic: I32 = field(default_factory=lambda: np.zeros(0, np.int32))
+    job: I32 = field(default_factory=lambda: np.zeros(0, np.int32))
+    sport: U64 = field(default_factory=lambda: np.zeros(0, np.uint64))
+    active: B = field(default_factory=lambda: np.zeros(0, bool))
+    fixed_demand_bps: F64 = field(default_factory=lambda: np.zeros(0))
+    bytes_left: F64 = field(default_factory=lambda: np.zeros(0))
+
+    def __len__(self) -> int:
+        return len(self.src_nic)
+
+    def append(self, src: I32, dst: I32, job: int, sport: U64, demand_bps: float = 0.0) -> I32:
+        """Add flows; return their indices."""
+        n0, n = len(self), len(src)
+        self.src_nic = np.concatenate((self.src_nic, src.astype(np.int32)))
+        self.dst_nic = np.concatenate((self.dst_nic, dst.astype(np.int32)))
+        self.job = np.concatenate((self.job, np.full(n, job, np.int32)))
+        self.sport = np.concatenate((self.sport, sport.astype(np.uint64)))
+        self.active = np.concatenate((self.active, np.ones(n, bool)))
+        self.fixed_demand_bps = np.concatenate((self.fixed_demand_bps, np.full(n, demand_bps)))
+        self.bytes_left = np.concatenate((self.bytes_left, np.zeros(n)))
+        return np.arange(n0, n0 + n, dtype=np.int32)
+
+    def keys(self, idx: I32) -> tuple[U64, U64]:
+        """ECMP hash keys (with and without the UDP source port) of the given flows."""
+        src_ip = self.src_nic[idx].astype(np.uint64) + np.uint64(0x0A000001)
+        dst_ip = self.dst_nic[idx].astype(np.uint64) + np.uint64(0x0A000001)
+        sport = self.sport[idx]
+        return (
+            flow_keys(src_ip, dst_ip, sport, with_l4=True),
+            flow_keys(src_ip, dst_ip, sport, with_l4=False),
+        )
+
+
+COMPUTE, COMM, WAITING = 0, 1, 2
+
+
+class Workload:
+    """Jobs, their hosts and phases, and the demand they put on their flows."""
+
+    def __init__(self, fabric: Fabric, rng: np.random.Generator) -> None:
+        self.fabric = fabric
+        self.rng = rng
+        self.flows = FlowTable()
+        self.specs: list[JobSpec] = []
+        self.hosts: list[list[int]] = []
+        self.phase = np.zeros(0, np.int8)
+        self.compute_left = np.zeros(0)
+        self.steps = np.zeros(0, np.int64)
+        self.busy = np.zeros(fabric.n_nodes, dtype=bool)
+        self.drained = np.zeros(fabric.n_nodes, dtype=bool)
+        self._host_nics = {
+            int(h): np.array(
+                [fabric.port_nic[p] for p in fabric.node_ports(int(h))], dtype=np.int32
+            )
+            for h in np.flatnonzero(fabric.node_is_host)
+        }
+
+    def free_hosts(self) -> list[int]:
+        """Hosts in no job and not drained: the spares."""
+        return [h for h in self._host_nics if not self.busy[h] and not self.drained[h]]
+
+    def add_job(self, spec: JobSpec) -> I32:
+        """Place a job on free hosts and create its flows; return the new flow indices."""
+        if any(s.name == spec.name for s in self.specs):
+            raise ValueError(f"job {spec.name!r} is defined twice")
+        free = self.free_hosts()
+        if spec.hosts > len(free):
+            raise ValueError(
+                f"job {spec.name!r} wants {spec.hosts} hosts but only {len(free)} are free"
+            )
+        if spec.placement == "random":
+            hosts = self.rng.choice(free, size=spec.hosts, replace=False).tolist()
+        else:
+            hosts = free[: spec.hosts]
+        self.specs.append(spec)
+        self.hosts.append([])
+        self.phase = np.append(self.phase, np.int8(WAITING))
+        self.compute_left = np.append(self.compute_left, spec.compute_s)
+        self.steps = np.append(self.steps, 0)
+        return self.set_hosts(len(self.specs) - 1, hosts)
+
+    def set_hosts(self, job: int, hosts: list[int]) -> I32:
+        """(Re)form a job's collective on ``hosts``: old flows stop, new ones start.
+
+        The step in progress is lost, as when a job restarts from a checkpoint.
+        """
+        for h in self.hosts[job]:
+            self.busy[h] = False
+        self.flows.active[self.flows.job == job] = False
+        self.hosts[job] = list(hosts)
+        self.busy[hosts] = True
+        if self.phase[job] != WAITING:
+            self.phase[job] = COMPUTE
+            self.compute_left[job] = self.specs[job].compute_s
+        return self._ring_flows(job)
+
+    def _ring_flows(self, job: int) -> I32:
+        spec = self.specs[job]
+        hosts = self.hosts[job]
+        nics = np.stack([self._host_nics[h] for h in hosts])  # hosts x rails
+        nxt = np.roll(nics, -1, axis=0)
+        if spec.collective == "pipeline":
+            nics, nxt = nics[:-1], nxt[:-1]
+        src = np.repeat(nics.ravel(), spec.qps_per_pair)
+        dst = np.repeat(nxt.ravel(), spec.qps_per_pair)
+        sport = self.rng.integers(0, 16384, size=len(src)).astype(np.uint64)
+        return self.flows.append(src, dst, job, sport + np.uint64(ROCE_SPORT_BASE))
+
+    def begin_tick(self, t_s: float, dt_s: float) -> F64:
+        """Advance phases to time ``t_s``; return each job's share of the tick spent in comm."""
+        share = np.zeros(len(self.specs))
+        for j, spec in enumerate(self.specs):
+            if self.phase[j] == WAITING and t_s + dt_s > spec.start_s and self.hosts[j]:
+                self.phase[j] = COMPUTE
+                self.compute_left[j] = spec.compute_s + max(0.0, spec.start_s - t_s)
+            if self.phase[j] == COMPUTE:
+                self.compute_left[j] -= dt_s
+                if self.compute_left[j] < 0:
+                    self._start_comm(j)
+                    share[j] = min(1.0, -self.compute_left[j] / dt_s)
+            elif self.phase[j] == COMM:
+                share[j] = 1.0
+        return share
+
+    def _start_comm(self, job: int) -> None:
+        spec = self.specs[job]
+        mine = (self.flows.job == job) & self.flows.active
+        self.flows.bytes_left[mine] = spec.comm_bytes_per_nic / spec.qps_per_pair
+        self.phase[job] = COMM
+
+    def demand_bps(self, share: F64, line_bps: F64, dt_s: float) -> F64:
+        """Rate each flow wants this tick (bits/s), before congestion control."""
+        fl = self.flows
+        in_job = fl.job >= 0
+        job_share = np.where(in_job, np.append(share, 0.0)[fl.job], 0.0)
+        want = np.minimum(line_bps * job_share, fl.bytes_left * 8.0 / dt_s)
+        demand = np.where(in_job, want, fl.fixed_demand_bps)
+        return np.where(fl.active, demand, 0.0)
+
+    def advance(self, goodput_bps: F64, dt_s: float) -> None:
+        """Count the bytes delivered this tick; end collectives whose flows are all done."""
+        fl = self.flows
+        fl.bytes_left = np.maximum(0.0, fl.bytes_left - goodput_bps * dt_s / 8.0)
+        pending = np.bincount(
+            fl.job[(fl.job >= 0) & fl.active & (fl.bytes_left > 0)], minlength=len(self.specs)
+        )
+        done = (self.phase == COMM) & (pending == 0)
+        self.steps[done] += 1
+        self.phase[done] = COMPUTE
+        self.compute_left[done] = [self.specs[j].compute_s for j in np.flatnonzero(done)]

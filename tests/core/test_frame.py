@@ -1,0 +1,336 @@
+"""Frame record, builder, JSON view and binary codec."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabricops.core.catalogue import CATALOGUE, UnknownMetricError
+from fabricops.core.frame import (
+    CODEC_VERSION,
+    FLAG_IDX_U16,
+    Frame,
+    FrameDecodeError,
+    FrameError,
+    Source,
+    decode_many,
+    encode_many,
+)
+
+U64_MAX = 2**64 - 1
+KNOWN_IDS = [m.id for m in CATALOGUE.metrics]
+GAUGE_IDS = [m.id for m in CATALOGUE.metrics if CATALOGUE.is_float[m.id]]
+COUNTER_IDS = [m.id for m in CATALOGUE.metrics if not CATALOGUE.is_float[m.id]]
+NAN_BITS = [0x7FF8000000000000, 0xFFF8000000000000, 0x7FF0000000000001, 0x7FF4DEADBEEF0001]
+HEADER_SIZE = 3 + 1 + 1 + 1 + 8 + 8 + 2
+
+
+def sample_frame() -> Frame:
+    return Frame.build(
+        "leaf-0-3", 1_700_000_000_123_456_789, Source.GNMI, 42,
+        ["leaf-0-3:eth1", "leaf-0-3:eth2", "leaf-0-3:eth1", "leaf-0-3:eth2"],
+        ["in_octets", "queue_depth_bytes", "pfc_rx_pause{prio=3}", "oper_status"],
+        [U64_MAX, -12.5, 7, 1],
+    )
+
+
+def float_bits(x: float) -> int:
+    return int(np.array([x], dtype=np.float64).view(np.uint64)[0])
+
+
+# ---- strategies -------------------------------------------------------------
+
+names = st.text(st.characters(codec="utf-8"), max_size=12)
+metric_ids = st.one_of(st.sampled_from(KNOWN_IDS), st.sampled_from([0, 14, 99, 65535]))
+raw_values = st.one_of(
+    st.integers(0, U64_MAX),
+    st.integers(U64_MAX - 16, U64_MAX),
+    st.sampled_from(NAN_BITS),
+    st.floats(allow_nan=True, allow_infinity=True).map(float_bits),
+)
+
+
+@st.composite
+def frames(draw: st.DrawFn) -> Frame:
+    entities = draw(st.lists(names, min_size=1, max_size=6, unique=True))
+    n = draw(st.integers(0, 40))
+    idx = draw(st.lists(st.integers(0, len(entities) - 1), min_size=n, max_size=n))
+    mets = draw(st.lists(metric_ids, min_size=n, max_size=n))
+    raw = draw(st.lists(raw_values, min_size=n, max_size=n))
+    return Frame(
+        device=draw(names), ts_ns=draw(st.integers(-(2**63), 2**63 - 1)),
+        source=draw(st.sampled_from(list(Source))), seq=draw(st.integers(0, U64_MAX)),
+        entities=tuple(entities), entity_idx=np.array(idx, dtype=np.uint32),
+        metric=np.array(mets, dtype=np.uint16), raw=np.array(raw, dtype=np.uint64),
+    )
+
+
+# ---- round trips ------------------------------------------------------------
+
+@given(frames())
+def test_codec_round_trip(frame: Frame) -> None:
+    data = frame.encode()
+    assert Frame.decode(data) == frame
+    assert Frame.decode(memoryview(data)) == frame
+
+
+@given(frames())
+def test_json_dict_round_trip(frame: Frame) -> None:
+    assert Frame.from_json_dict(frame.to_json_dict()) == frame
+
+
+@given(st.lists(frames(), max_size=4))
+@settings(suppress_health_check=[HealthCheck.too_slow])
+def test_encode_many_round_trip(batch: list[Frame]) -> None:
+    assert decode_many(encode_many(batch)) == batch
+
+
+@given(
+    counters=st.lists(st.integers(U64_MAX - 1000, U64_MAX) | st.integers(0, 2**63), max_size=20),
+    gauges=st.lists(st.floats(allow_nan=False) | st.just(-0.0), max_size=20),
+)
+def test_build_stores_counters_exactly_and_gauges_as_bits(
+    counters: list[int], gauges: list[float]
+) -> None:
+    mets = ["in_octets"] * len(counters) + ["temperature_c"] * len(gauges)
+    ents = [f"leaf-0:eth{i}" for i in range(len(mets))]
+    frame = Frame.build("leaf-0", 1, "sim", 0, ents, mets, [*counters, *gauges])
+    assert frame.raw[: len(counters)].tolist() == counters
+    assert frame.raw[len(counters):].tolist() == [float_bits(g) for g in gauges]
+    assert Frame.decode(frame.encode()) == frame
+    text = json.dumps(frame.to_json_dict())
+    assert Frame.from_json_dict(json.loads(text)) == frame
+
+
+def test_json_view_is_readable() -> None:
+    doc = sample_frame().to_json_dict()
+    assert doc["device"] == "leaf-0-3"
+    assert doc["source"] == "gnmi"
+    assert doc["samples"][0] == {"entity": "leaf-0-3:eth1", "metric": "in_octets",
+                                 "value": U64_MAX}
+    assert doc["samples"][1]["value"] == -12.5
+    assert doc["samples"][2]["metric"] == "pfc_rx_pause{prio=3}"
+    assert isinstance(doc["samples"][3]["value"], int)
+    assert "entities" not in doc
+
+
+def test_json_unknown_metric_uses_hash_id() -> None:
+    frame = Frame("d", 0, Source.SIM, 0, ("e",), np.zeros(1, np.uint32),
+                  np.array([999], np.uint16), np.array([5], np.uint64))
+    doc = frame.to_json_dict()
+    assert doc["samples"][0]["metric"] == "#999"
+    assert Frame.from_json_dict(doc) == frame
+
+
+def test_json_keeps_a_non_canonical_entity_table() -> None:
+    frame = Frame("d", 0, Source.SIM, 0, ("unused", "b", "a"), np.array([2, 1], np.uint32),
+                  np.array([1, 2], np.uint16), np.array([5, 6], np.uint64))
+    doc = frame.to_json_dict()
+    assert doc["entities"] == ["unused", "b", "a"]
+    assert Frame.from_json_dict(doc) == frame
+
+
+@pytest.mark.parametrize(
+    ("change", "needle"),
+    [
+        ({"device": 3}, "'device'"),
+        ({"source": "carrier-pigeon"}, "carrier-pigeon"),
+        ({"seq": -1}, "seq"),
+        ({"bogus": 1}, "bogus"),
+        ({"samples": [{"entity": "e", "metric": "nope", "value": 1}]}, "nope"),
+        ({"samples": [{"entity": "e", "metric": "in_octets", "value": 1.5}]}, "in_octets"),
+        ({"samples": [{"entity": "e", "metric": "#x", "value": 1}]}, "#x"),
+        ({"samples": [{"entity": "e"}]}, "sample #0"),
+    ],
+)
+def test_from_json_dict_rejects_bad_documents(change: dict[str, Any], needle: str) -> None:
+    doc = {**sample_frame().to_json_dict(), **change}
+    with pytest.raises((FrameError, UnknownMetricError), match=".*" + re.escape(needle)):
+        Frame.from_json_dict(doc)
+
+
+# ---- record checks, builder, values -----------------------------------------
+
+def test_post_init_checks_lengths_and_dtypes() -> None:
+    i, m, r = np.zeros(2, np.uint32), np.zeros(2, np.uint16), np.zeros(2, np.uint64)
+    with pytest.raises(FrameError, match=r"'sw1'.*array lengths differ"):
+        Frame("sw1", 0, Source.SIM, 0, ("e",), i, m, r[:1])
+    with pytest.raises(FrameError, match=r"'sw1'.*metric must be a 1-d uint16 array, got int64"):
+        Frame("sw1", 0, Source.SIM, 0, ("e",), i, m.astype(np.int64), r)
+    with pytest.raises(FrameError, match=r"'sw1'.*entity index 3"):
+        Frame("sw1", 0, Source.SIM, 0, ("e",), i + 3, m, r)
+    with pytest.raises(FrameError, match="duplicates"):
+        Frame("sw1", 0, Source.SIM, 0, ("e", "e"), i, m, r)
+    with pytest.raises(FrameError, match="seq"):
+        Frame("sw1", 0, Source.SIM, -1, ("e",), i, m, r)
+
+
+def test_arrays_are_read_only_views() -> None:
+    raw = np.array([1, 2], np.uint64)
+    frame = Frame("d", 0, "sim", 0, ("e",), np.zeros(2, np.uint32),  # type: ignore[arg-type]
+                  np.ones(2, np.uint16), raw)
+    assert frame.source is Source.SIM
+    assert not frame.raw.flags.writeable
+    assert raw.flags.writeable
+
+
+def test_values_and_unknown_metrics() -> None:
+    frame = sample_frame()
+    assert frame.n_samples == 4
+    np.testing.assert_array_equal(frame.values(), [float(U64_MAX), -12.5, 7.0, 1.0])
+    assert not frame.unknown_metrics().any()
+    odd = Frame("d", 0, Source.SIM, 0, ("e",), np.zeros(3, np.uint32),
+                np.array([1, 14, 60000], np.uint16), np.array([3, 4, 5], np.uint64))
+    assert odd.unknown_metrics().tolist() == [False, True, True]
+    assert odd.values().tolist() == [3.0, 4.0, 5.0]
+
+
+def test_build_accepts_ids_and_arrays() -> None:
+    ids = np.array([CATALOGUE.id_of("in_octets"), CATALOGUE.id_of("rx_power_dbm")])
+    frame = Frame.build("d", 0, "snmp", 0, ["a", "b"], ids, np.array([10.0, -3.25]))
+    assert frame.raw[0] == 10
+    assert frame.values().tolist() == [10.0, -3.25]
+    assert frame.entities == ("a", "b")
+
+
+def test_build_unknown_metric_name_raises_naming_it() -> None:
+    with pytest.raises(UnknownMetricError, match="no_such_metric"):
+        Frame.build("d", 0, "sim", 0, ["e"], ["no_such_metric"], [1])
+    with pytest.raises(UnknownMetricError, match="14"):
+        Frame.build("d", 0, "sim", 0, ["e"], [14], [1])
+
+
+@pytest.mark.parametrize("bad", [1.5, -1, 2**64, float("nan"), "7"])
+def test_build_rejects_inexact_counter_values(bad: object) -> None:
+    with pytest.raises(FrameError, match=r"sample #1 \(in_octets\)"):
+        Frame.build("d", 0, "sim", 0, ["e", "e"], ["in_octets"] * 2, [1, bad])  # type: ignore[list-item]
+
+
+def test_build_rejects_mismatched_columns() -> None:
+    with pytest.raises(FrameError, match="per sample"):
+        Frame.build("d", 0, "sim", 0, ["e"], ["in_octets", "out_octets"], [1, 2])
+
+
+# ---- codec layout and errors ------------------------------------------------
+
+def test_layout_header() -> None:
+    data = sample_frame().encode()
+    assert data[:3] == b"FOF"
+    assert data[3] == CODEC_VERSION == 1
+    assert data[5] == FLAG_IDX_U16
+    seq, ts_ns = struct.unpack_from("<Qq", data, 6)
+    assert (seq, ts_ns) == (42, 1_700_000_000_123_456_789)
+
+
+def test_more_than_65536_entities_uses_u32_indices() -> None:
+    for n_ent, flag, idx_size in ((65536, FLAG_IDX_U16, 2), (65537, 0, 4)):
+        ents = tuple(f"e{i}" for i in range(n_ent))
+        idx = np.array([0, n_ent - 1, n_ent // 2], np.uint32)
+        frame = Frame("d", 1, Source.INT, 2, ents, idx, np.ones(3, np.uint16),
+                      np.arange(3, dtype=np.uint64))
+        data = frame.encode()
+        assert data[5] == flag
+        names = sum(2 + len(e) for e in ents)
+        assert len(data) == HEADER_SIZE + 1 + 4 + names + 4 + 3 * (idx_size + 2 + 8)
+        assert Frame.decode(data) == frame
+
+
+def test_every_truncation_raises_frame_decode_error() -> None:
+    data = sample_frame().encode()
+    for cut in range(len(data)):
+        with pytest.raises(FrameDecodeError):
+            Frame.decode(data[:cut])
+
+
+def test_truncation_message_says_expected_and_present() -> None:
+    data = sample_frame().encode()
+    with pytest.raises(FrameDecodeError, match=r"truncated.*needs 48 bytes.*only 42 are present"):
+        Frame.decode(data[:-6])
+
+
+@given(frames(), st.data())
+def test_corrupted_bytes_raise_only_frame_decode_error(frame: Frame, data: st.DataObject) -> None:
+    buf = bytearray(frame.encode())
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, len(buf) - 1))
+        buf[pos] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(buf)))
+    with contextlib.suppress(FrameDecodeError):
+        Frame.decode(bytes(buf[:cut]))
+
+
+def _patched(offset: int, value: bytes) -> bytes:
+    data = bytearray(sample_frame().encode())
+    data[offset:offset + len(value)] = value
+    return bytes(data)
+
+
+ENTITY0 = HEADER_SIZE + len("leaf-0-3") + 4 + 2  # first byte of the first entity name
+
+
+@pytest.mark.parametrize(
+    ("data", "needle"),
+    [
+        (b"GIF89a", "bad magic"),
+        (_patched(3, b"\x07"), "frame codec version 7 is not supported (this build reads 1)"),
+        (_patched(4, b"\x09"), "unknown source code 9"),
+        (_patched(5, b"\x03"), "unknown flag bits 0x02"),
+        (_patched(ENTITY0, b"\xff"), "entity #0 is not valid UTF-8"),
+        (_patched(HEADER_SIZE, b"\xc3"), "device name is not valid UTF-8"),
+        (sample_frame().encode() + b"\x00\x00", "2 trailing bytes"),
+        (b"", "truncated"),
+    ],
+)
+def test_decode_errors_name_the_cause(data: bytes, needle: str) -> None:
+    with pytest.raises(FrameDecodeError, match=re.escape(needle)):
+        Frame.decode(data)
+
+
+def test_decode_entity_index_out_of_range() -> None:
+    frame = sample_frame()
+    data = bytearray(frame.encode())
+    idx_at = len(data) - frame.n_samples * (2 + 2 + 8)
+    data[idx_at + 2:idx_at + 4] = struct.pack("<H", 9)
+    with pytest.raises(FrameDecodeError, match=r"sample #1 has entity index 9.*2 entities"):
+        Frame.decode(bytes(data))
+
+
+def test_decode_u16_flag_with_too_many_entities() -> None:
+    data = (b"FOF\x01\x01\x01" + struct.pack("<QqH", 0, 0, 1) + b"d"
+            + struct.pack("<I", 65537))
+    with pytest.raises(FrameDecodeError, match="65537 entities"):
+        Frame.decode(data)
+
+
+def test_decode_copies_from_mutable_buffers() -> None:
+    buf = bytearray(sample_frame().encode())
+    frame = Frame.decode(memoryview(buf))
+    buf[-8:] = b"\x00" * 8
+    assert frame == sample_frame()
+
+
+def test_decode_many_errors_name_the_frame() -> None:
+    good = encode_many([sample_frame()])
+    with pytest.raises(FrameDecodeError, match=r"batch frame #1 at offset .*length prefix"):
+        decode_many(good + b"\x01\x00")
+    with pytest.raises(FrameDecodeError, match=r"batch frame #1 .*frame body needs"):
+        decode_many(good + good[:-1])
+    bad = good[:4] + b"XXX" + good[7:]
+    with pytest.raises(FrameDecodeError, match=r"batch frame #0 .*bad magic"):
+        decode_many(bad)
+    assert decode_many(b"") == []
+
+
+def test_frame_equality() -> None:
+    assert sample_frame() == sample_frame()
+    other = Frame.build("leaf-0-3", 1, "gnmi", 42, ["e"], ["in_octets"], [1])
+    assert sample_frame() != other
+    assert sample_frame() != "frame"
