@@ -234,6 +234,8 @@ def load_topology(path: str | Path) -> Topology:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise TopologyError(f"{p}: cannot read topology file: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise TopologyError(f"{p}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
     try:
         doc = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

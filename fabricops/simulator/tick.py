@@ -24,7 +24,8 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     cfg, fab, wl = sim.config.physics, sim.fabric, sim.workload
     epath, dead_ch = paths
     dt, line = sim.config.tick_s, sim.line_rate_bps()
-    demand = _demand(sim, fx, line, dt)
+    loss = ph.path_product_complement(epath, fx.loss)
+    demand = _demand(sim, fx, line, dt, ph.goodput_share(loss, cfg))
     dead = dead_ch >= 0
     offered = np.where(dead, np.minimum(demand, cfg.retry_rate_bps), demand)
     n_slots = fab.n_channels + 1
@@ -39,7 +40,7 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     fair = ph.fair_rates(epath, offered, cap, cfg.fit_iterations)
     backlogged = off_load > cap * 1.0001
     backlogged[-1] = False
-    deaf = _deaf(fx, epath, offered, fair, backlogged)
+    deaf = _deaf(fx, epath, offered, backlogged)
     push = np.where(deaf, offered, fair)
     queue = ph.queue_depth(ph.channel_sum(epath, push, n_slots),
                            ph.channel_sum(epath, fair, n_slots), cap, cfg)
@@ -48,7 +49,6 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     marked = ph.path_product_complement(epath, mark_ch)
     rate = fair * ph.dcqcn_share(marked, cfg)
     served = ph.channel_sum(epath, rate, n_slots)
-    loss = ph.path_product_complement(epath, fx.loss)
     goodput = np.where(dead, 0.0, rate * ph.goodput_share(loss, cfg))
     sim.pause_next = _pause_next(sim, epath, offered, rate, demand, deaf, backlogged, nominal)
     pkts = rate * dt / 8.0 / cfg.packet_bytes
@@ -65,11 +65,18 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     )
 
 
-def _deaf(fx: TickEffects, epath: I32, offered: F64, fair: F64,
+def _deaf(fx: TickEffects, epath: I32, offered: F64,
           backlogged: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
-    """Flows whose sender hears no CNPs: nothing gets through, or ECN is off where congested."""
+    """Flows whose sender hears no CNPs, so keeps pushing.
+
+    Either the receiver drains nothing at all (a NIC pausing without end or a
+    deadlocked cycle: a fault, not back-pressure), or ECN is off where the flow
+    is congested. A flow merely held by pauses from downstream is not deaf: its
+    sender is paused in turn, and it speeds up as soon as the cause clears.
+    """
+    blocked = fx.pause_fixed >= 1.0
     no_ecn = backlogged & (fx.ecn_mode == 2)
-    deaf: npt.NDArray[np.bool_] = (offered > 0.0) & ((fair <= 0.0) | no_ecn[epath].any(axis=1))
+    deaf: npt.NDArray[np.bool_] = (offered > 0.0) & (blocked | no_ecn)[epath].any(axis=1)
     return deaf
 
 
@@ -87,10 +94,10 @@ def _pause_next(sim: Simulator, epath: I32, offered: F64, rate: F64, demand: F64
     return ph.pause_pressure(epath, excess, backlogged, len(nominal), pfc_capable, nominal)
 
 
-def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float) -> F64:
+def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float, efficiency: F64) -> F64:
     wl = sim.workload
     share = wl.begin_tick(sim.time_s, dt)
-    demand = wl.demand_bps(share, line, dt)
+    demand = wl.demand_bps(share, line, dt, efficiency)
     for flows, rate_share in zip(fx.incast_flows, fx.incast_rate, strict=True):
         demand[flows] = line[flows] * rate_share
     return np.where(sim.routable, demand, 0.0)

@@ -108,6 +108,10 @@ class Workload:
         """Hosts in no job and not drained: the spares."""
         return [h for h in self._host_nics if not self.busy[h] and not self.drained[h]]
 
+    def nic_count(self, job: int) -> int:
+        """NICs the job currently runs on."""
+        return sum(len(self._host_nics[h]) for h in self.hosts[job])
+
     def add_job(self, spec: JobSpec) -> I32:
         """Place a job on free hosts and create its flows; return the new flow indices."""
         if any(s.name == spec.name for s in self.specs):
@@ -177,19 +181,26 @@ class Workload:
         self.flows.bytes_left[mine] = spec.comm_bytes_per_nic / spec.qps_per_pair
         self.phase[job] = COMM
 
-    def demand_bps(self, share: F64, line_bps: F64, dt_s: float) -> F64:
-        """Rate each flow wants this tick (bits/s), before congestion control."""
+    def demand_bps(self, share: F64, line_bps: F64, dt_s: float, efficiency: F64) -> F64:
+        """Wire rate each flow wants this tick (bits/s), before congestion control.
+
+        A flow near the end of its collective asks only for what delivers its
+        remaining bytes within the tick, given the share of its wire rate that
+        arrives as new data (``efficiency``, below 1 under loss).
+        """
         fl = self.flows
         in_job = fl.job >= 0
         job_share = np.where(in_job, np.append(share, 0.0)[fl.job], 0.0)
-        want = np.minimum(line_bps * job_share, fl.bytes_left * 8.0 / dt_s)
+        remaining = fl.bytes_left * 8.0 / dt_s / np.maximum(efficiency, 1e-9)
+        want = np.minimum(line_bps * job_share, remaining)
         demand = np.where(in_job, want, fl.fixed_demand_bps)
         return np.where(fl.active, demand, 0.0)
 
     def advance(self, goodput_bps: F64, dt_s: float) -> None:
         """Count the bytes delivered this tick; end collectives whose flows are all done."""
         fl = self.flows
-        fl.bytes_left = np.maximum(0.0, fl.bytes_left - goodput_bps * dt_s / 8.0)
+        left = fl.bytes_left - goodput_bps * dt_s / 8.0
+        fl.bytes_left = np.where(left > 1.0, left, 0.0)
         pending = np.bincount(
             fl.job[(fl.job >= 0) & fl.active & (fl.bytes_left > 0)], minlength=len(self.specs)
         )
