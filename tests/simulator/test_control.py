@@ -1,0 +1,103 @@
+"""The control surface: the operations remediation will use on the fabric."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from fabricops.simulator.control import ControlError
+from fabricops.simulator.engine import Simulator
+
+from .conftest import busiest_fabric_link, crossing
+
+Make = Callable[..., Simulator]
+
+
+def _uses_port(sim: Simulator, port: str) -> bool:
+    ch = sim.fabric.port_tx_ch[sim.fabric.port_index(port)]
+    active = sim.workload.flows.active
+    return bool((sim.paths[active] == ch).any())
+
+
+def test_shut_and_no_shut_move_traffic_off_and_back(streaming: Make) -> None:
+    sim = streaming(convergence_delay_s=1.0)
+    sim.run(2)
+    link = busiest_fabric_link(sim)
+    port = sim.fabric.topology.links[link].a
+    sim.control.shut_port(port)
+    sim.run(3)
+    assert sim.telemetry.oper_status[sim.fabric.port_index(port)] == 2
+    assert not crossing(sim, link)[sim.workload.flows.active].any()
+    sim.control.no_shut_port(port)
+    sim.run(3)
+    assert sim.telemetry.oper_status[sim.fabric.port_index(port)] == 1
+    assert crossing(sim, link)[sim.workload.flows.active].any()
+
+
+def test_wcmp_weight_zero_drains_an_uplink(streaming: Make) -> None:
+    sim = streaming()
+    sim.run(1)
+    uplink = "leaf-3:eth33"
+    assert _uses_port(sim, uplink)
+    sim.control.set_wcmp_weights("leaf-3", {uplink: 0})
+    assert not _uses_port(sim, uplink)
+    sim.step()
+    assert sim.last is not None
+    assert sim.last.served_bps[sim.fabric.port_tx_ch[sim.fabric.port_index(uplink)]] == 0.0
+    sim.control.set_wcmp_weights("leaf-3", {uplink: 1})
+    assert _uses_port(sim, uplink)
+
+
+def test_relabel_rehashes_a_jobs_flows(streaming: Make) -> None:
+    sim = streaming()
+    before = sim.paths.copy()
+    count = sim.control.relabel_flows("job-llm-01")
+    assert count == int(sim.workload.flows.active.sum())
+    assert (sim.paths != before).any(axis=1).sum() > count // 4
+
+
+def test_node_replacement_drains_and_attaches_a_spare(streaming: Make) -> None:
+    sim = streaming(hosts=60)
+    sim.run(2)
+    job = sim.control.drain_host("host-010")
+    assert job == "job-llm-01"
+    spare = sim.control.attach_spare("job-llm-01")
+    assert spare not in {"host-010"}
+    sim.run(2)
+    fab, fl = sim.fabric, sim.workload.flows
+    assert sim.last is not None
+
+    def sending(host: str) -> float:
+        nics = [fab.port_nic[p] for p in fab.node_ports(fab.node_index(host))]
+        return float(sim.last.rate_bps[np.isin(fl.src_nic, nics)].sum())  # type: ignore[union-attr]
+
+    assert sending("host-010") == 0.0
+    assert sending(spare) > 0.0
+    assert len(sim.workload.hosts[0]) == 60
+
+
+def test_reboot_zeroes_a_devices_counters(streaming: Make) -> None:
+    sim = streaming()
+    sim.run(2)
+    ports = [sim.fabric.port_index(p) for p in sim.fabric.port_ids if p.startswith("leaf-0:")]
+    assert sim.telemetry.counter("out_octets")[ports].sum() > 0
+    sim.control.reboot("leaf-0")
+    assert sim.telemetry.counter("out_octets")[ports].sum() == 0
+
+
+def test_control_errors_name_the_target(streaming: Make) -> None:
+    sim = streaming()
+    with pytest.raises(ControlError, match="port 'leaf-0:eth99' does not exist"):
+        sim.control.shut_port("leaf-0:eth99")
+    with pytest.raises(ControlError, match="'host-001' is not a switch"):
+        sim.control.set_wcmp_weights("host-001", {})
+    with pytest.raises(ControlError, match="not on switch 'leaf-0'"):
+        sim.control.set_wcmp_weights("leaf-0", {"leaf-1:eth33": 0})
+    with pytest.raises(ControlError, match="weight of port 'leaf-0:eth33' must be >= 0"):
+        sim.control.set_wcmp_weights("leaf-0", {"leaf-0:eth33": -1})
+    with pytest.raises(ControlError, match="job 'job-nope' does not exist"):
+        sim.control.attach_spare("job-nope")
+    with pytest.raises(ControlError, match="'spine-0' is not a host"):
+        sim.control.drain_host("spine-0")
