@@ -38,7 +38,7 @@ def test_link_flap_counts_carrier_transitions(streaming: Make) -> None:
     sim = streaming()
     d = _run_with(sim, FaultSpec(type="link_flap", entity=UPLINK,
                                  params={"period_s": 2, "down_s": 1}), ticks=8)
-    a, b = UPLINK.split("~")
+    a, _b = UPLINK.split("~")
     assert d["carrier_transitions"][_port(sim, a)] >= 6
     assert d["carrier_transitions"].sum() == 2 * d["carrier_transitions"][_port(sim, a)]
 
@@ -65,7 +65,8 @@ def test_nic_down_reports_oper_down_and_stalls_its_flows(streaming: Make) -> Non
     assert sim.telemetry.oper_status[_port(sim, NIC)] == 2
     nic = sim.fabric.port_nic[_port(sim, NIC)]
     mine = sim.workload.flows.src_nic == nic
-    assert sim.last is not None and np.all(sim.last.goodput_bps[mine] == 0)
+    assert sim.last is not None
+    assert np.all(sim.last.goodput_bps[mine] == 0)
 
 
 def test_incast_marks_ecn_and_draws_cnps_at_the_victim(streaming: Make) -> None:
@@ -136,7 +137,7 @@ def test_every_fault_type_is_covered() -> None:
 
 def test_fault_on_missing_entity_is_refused_by_name(streaming: Make) -> None:
     sim = streaming()
-    with pytest.raises(FaultError, match="leaf-99:eth1~spine-0:eth1.*does not exist"):
+    with pytest.raises(FaultError, match=r"leaf-99:eth1~spine-0:eth1.*does not exist"):
         sim.add_fault(FaultSpec(type="gray_loss", entity="leaf-99:eth1~spine-0:eth1"))
 
 

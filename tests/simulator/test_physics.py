@@ -70,7 +70,8 @@ def _goodput_ratio(make: Make, loss_rate: float) -> float:
     control.run(3)
     faulty.run(3)
     mask = crossing(faulty, link)
-    assert control.last is not None and faulty.last is not None
+    assert control.last is not None
+    assert faulty.last is not None
     return float(faulty.last.goodput_bps[mask].sum() / control.last.goodput_bps[mask].sum())
 
 
@@ -98,11 +99,13 @@ def test_pfc_storm_spreads_upstream_and_slows_victims(streaming: Make) -> None:
         assert grown[tor_port], "the ToR port facing the storming NIC is paused every tick"
         if spread_at is None and grown[spine_ports].any():
             spread_at = tick
-    assert spread_at is not None and spread_at <= 4
+    assert spread_at is not None
+    assert spread_at <= 4
     nic_index = fab.port_nic[fab.port_index(nic)]
     flows = storm.workload.flows
     victims = (flows.src_nic != nic_index) & (flows.dst_nic != nic_index)
-    assert control.last is not None and storm.last is not None
+    assert control.last is not None
+    assert storm.last is not None
     slowed = storm.last.goodput_bps[victims] < 0.95 * control.last.goodput_bps[victims]
     assert slowed.sum() >= 1
 
