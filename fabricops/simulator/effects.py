@@ -72,6 +72,7 @@ class FaultBook:
         return index
 
     def ground_truth(self, horizon_s: float) -> list[GroundTruth]:
+        """Faults that had started by ``horizon_s``, their end clipped to it."""
         return [
             GroundTruth(
                 fault_id=i, type=r.spec.type, entity=r.spec.entity, start_s=r.spec.start_s,
@@ -79,6 +80,7 @@ class FaultBook:
                 params=r.spec.typed_params().model_dump(),
             )
             for i, r in enumerate(self.faults)
+            if r.spec.start_s < horizon_s
         ]
 
     def _resolve(self, spec: FaultSpec, index: int) -> tuple[I32, int]:

@@ -101,3 +101,14 @@ def test_control_errors_name_the_target(streaming: Make) -> None:
         sim.control.attach_spare("job-nope")
     with pytest.raises(ControlError, match="'spine-0' is not a host"):
         sim.control.drain_host("spine-0")
+
+
+def test_ground_truth_lists_only_faults_that_started(streaming: Make) -> None:
+    from fabricops.simulator.faults import FaultSpec
+
+    sim = streaming()
+    sim.add_fault(FaultSpec(type="nic_down", entity="host-001:nic0", start_s=1, duration_s=10))
+    sim.add_fault(FaultSpec(type="nic_down", entity="host-002:nic0", start_s=50))
+    sim.run(4)
+    truth = sim.ground_truth()
+    assert [(g.entity, g.start_s, g.end_s) for g in truth] == [("host-001:nic0", 1.0, 4.0)]

@@ -1,0 +1,41 @@
+"""The root ``fabricops`` command; each command group is added from its own module."""
+
+from typing import Annotated
+
+import typer
+
+from fabricops import __version__
+from fabricops.cli import sim
+
+app = typer.Typer(
+    name="fabricops",
+    no_args_is_help=True,
+    rich_markup_mode="rich",
+)
+app.add_typer(sim.app, name="sim")
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"fabricops {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True,
+                     help="Print the fabricops version and exit."),
+    ] = False,
+) -> None:
+    """Telemetry and automated operations for RoCE fabrics that train large AI models.
+
+    Start by simulating the demo fabric (512 GPUs, one job, a gray link):
+
+        fabricops sim run --preset demo -o demo.run.gz
+    """
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()
