@@ -152,6 +152,7 @@ class Simulator:
             self.reroute_all()
         self._converge(t)
         self.reporting = ~fx.node_down
+        self.telemetry.mark_reported(self.reporting)
         obs = simulate_tick(self, fx, self.effective_paths())
         self.last = obs
         self.tick += 1

@@ -124,8 +124,12 @@ class Telemetry:
         """NICs x (NIC counters, NIC gauges as float bits)."""
         return np.vstack((self.nic_counters, self.nic_gauges.view(np.uint64))).T
 
+    def mark_reported(self, reporting: B) -> None:
+        """Advance the sequence number of every node that reports this tick."""
+        self._seq[reporting] += np.uint64(1)
+
     def frames(self, ts_ns: int, reporting: B) -> list[Frame]:
-        """One frame per node that is reporting, in node order; advances each node's seq."""
+        """One frame per node that is reporting, in node order. Pure: same tick, same frames."""
         pm, nm = self.port_matrix(), self.nic_matrix()
         fab = self.fabric
         out = []
@@ -136,7 +140,6 @@ class Telemetry:
             if fab.node_is_host[node]:
                 nics = fab.port_nic[ports.start:ports.stop]
                 block = np.hstack((block, nm[nics]))
-            self._seq[node] += np.uint64(1)
             out.append(Frame(
                 device=fab.node_ids[node], ts_ns=ts_ns, source=Source.SIM,
                 seq=int(self._seq[node]), entities=entities, entity_idx=idx, metric=metric,

@@ -1,0 +1,72 @@
+"""Frames carry every port and NIC metric of the catalogue; run files keep them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from fabricops.core.catalogue import CATALOGUE, Scope
+from fabricops.simulator.engine import Simulator
+from fabricops.simulator.runfile import RunFileError, RunReader, RunWriter
+
+Make = Callable[..., Simulator]
+
+
+def _metric_names(frame_metrics: set[int]) -> set[str]:
+    return {CATALOGUE.by_id(m).family.name for m in frame_metrics}
+
+
+def test_frames_carry_every_port_and_nic_metric(streaming: Make) -> None:
+    sim = streaming()
+    sim.step()
+    frames = {f.device: f for f in sim.frames()}
+    assert len(frames) == sim.fabric.n_nodes
+    port_metrics = {m.family.name for m in CATALOGUE.of_scope(Scope.PORT)}
+    nic_metrics = {m.family.name for m in CATALOGUE.of_scope(Scope.NIC)}
+    leaf, host = frames["leaf-0"], frames["host-000"]
+    assert _metric_names(set(leaf.metric.tolist())) == port_metrics
+    assert _metric_names(set(host.metric.tolist())) == port_metrics | nic_metrics
+    assert set(host.entities) == {f"host-000:nic{i}" for i in range(8)}
+    assert leaf.unknown_metrics().sum() == 0
+    assert leaf.ts_ns == sim.config.start_time_ns + 1_000_000_000
+
+
+def test_frame_sequence_numbers_advance_per_device(streaming: Make) -> None:
+    sim = streaming()
+    seqs = []
+    for _ in range(3):
+        sim.step()
+        seqs.append({f.device: f.seq for f in sim.frames()}["spine-0"])
+    assert seqs == [1, 2, 3]
+
+
+def test_run_file_round_trip_and_cut_short(streaming: Make, tmp_path: Path) -> None:
+    sim = streaming()
+    path = tmp_path / "run.fosrun"
+    with RunWriter(path) as writer:
+        writer.header({"scenario": {"name": "t"}})
+        for _ in range(3):
+            sim.step()
+            writer.frames(sim.frames())
+        writer.truth([])
+    reader = RunReader(path)
+    ticks = list(reader.ticks())
+    assert len(ticks) == 3
+    assert [f.encode() for f in ticks[-1]] == [f.encode() for f in sim.frames()]
+    assert reader.header()["codec_version"] == 1
+    cut = tmp_path / "cut.fosrun"
+    cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    read: list[int] = []
+
+    def read_all() -> None:
+        read.extend(len(frames) for frames in RunReader(cut).ticks())
+
+    with pytest.raises(RunFileError, match=r"cut\.fosrun: cut short at byte \d+"):
+        read_all()
+    assert read, "whole records before the cut are still read"
+    bad = tmp_path / "bad.fosrun"
+    bad.write_bytes(b"not a run file")
+    with pytest.raises(RunFileError, match="bad magic"):
+        RunReader(bad).header()
