@@ -1,0 +1,1 @@
+"""Device agents: the simulated fabric served over real protocols on loopback."""
