@@ -20,7 +20,7 @@ from fabricops.core.topology import Topology
 from fabricops.simulator.control import Control
 from fabricops.simulator.effects import FaultBook, TickEffects
 from fabricops.simulator.fabric import compile_fabric
-from fabricops.simulator.faults import FaultError, FaultSpec, GroundTruth
+from fabricops.simulator.faults import FaultError, FaultSpec, FaultType, GroundTruth
 from fabricops.simulator.observe import TickObservation
 from fabricops.simulator.physics import PhysicsConfig
 from fabricops.simulator.routing import Router
@@ -100,7 +100,7 @@ class Simulator:
     def add_fault(self, spec: FaultSpec) -> int:
         """Inject a fault (now or later); return its id. FaultError names what is wrong."""
         senders = None
-        if spec.type.value == "incast":
+        if spec.type is FaultType.INCAST:
             senders = self.control.incast_flows(spec, len(self.faults.faults))
         return self.faults.add(spec, senders)
 
@@ -214,7 +214,7 @@ class Simulator:
 
     def _reboot_returning(self, t: float) -> None:
         for r in self.faults.faults:
-            if r.spec.type.value == "switch_down" and r.spec.duration_s is not None:
+            if r.spec.type is FaultType.SWITCH_DOWN and r.spec.duration_s is not None:
                 back = r.spec.end_s()
                 if t - self.config.tick_s < back <= t:
                     self.telemetry.reset_node(r.node)
