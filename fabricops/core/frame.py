@@ -1,21 +1,16 @@
-"""Frame: one device's samples at one collection instant, and its binary codec.
+"""Frame: one device's samples at one collection instant.
 
 A frame is columnar: sample ``i`` is entity ``entities[entity_idx[i]]``, concrete
 metric id ``metric[i]`` (see :mod:`fabricops.core.catalogue`) and value ``raw[i]``.
 Counters and states are stored as exact unsigned 64-bit integers; gauges as the
 IEEE-754 float64 bit pattern, so every value fits one ``uint64`` column.
 
-Codec version 1 (little-endian): ``b"FOF"``, u8 version, u8 source code, u8 flags,
-u64 seq, i64 ts_ns, u16 device-name length + UTF-8, u32 n_entities, per entity
-(u16 length + UTF-8), u32 n_samples, entity_idx (u16 if flag bit 0 else u32),
-metric (u16), raw (u64). ``encode_many`` concatenates frames, each prefixed by
-its u32 byte length.
+The wire format (layout rules, value packing, binary codec) lives in
+:mod:`fabricops.core.frame_codec`; its public names are re-exported here.
 """
 
 from __future__ import annotations
 
-import math
-import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,17 +19,13 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricops.core import frame_codec
 from fabricops.core.catalogue import CATALOGUE, Catalogue, UnknownMetricError
+from fabricops.core.frame_codec import CODEC_VERSION, FLAG_IDX_U16, MAGIC, decode_many, encode_many
 
-CODEC_VERSION: Final = 1
-MAGIC: Final = b"FOF"
-FLAG_IDX_U16: Final = 0x01  # entity_idx stored as u16 (only when n_entities <= 65536)
-_U16_IDX_MAX_ENTITIES: Final = 65536
-_U16 = struct.Struct("<H")
-_U32 = struct.Struct("<I")
-_BODY_HEADER = struct.Struct("<BBQqH")  # source, flags, seq, ts_ns, device length
-_U64_MAX: Final = 2**64 - 1
-_TWO_64: Final = 2.0**64
+__all__ = ["CODEC_VERSION", "FLAG_IDX_U16", "MAGIC", "Frame", "FrameDecodeError", "FrameError",
+           "Source", "decode_many", "encode_many"]
+
 _JSON_KEYS: Final = frozenset({"device", "ts_ns", "source", "seq", "samples", "entities"})
 _SAMPLE_KEYS: Final = frozenset({"entity", "metric", "value"})
 
@@ -51,10 +42,6 @@ class Source(StrEnum):
     SIM = "sim"
 
 
-_SOURCE_CODES: Final[dict[Source, int]] = {
-    Source.SNMP: 1, Source.GNMI: 2, Source.INT: 3, Source.SIM: 4,
-}
-_SOURCE_BY_CODE: Final = {code: src for src, code in _SOURCE_CODES.items()}
 _SOURCE_VALUES: Final = frozenset(s.value for s in Source)
 
 
@@ -71,7 +58,9 @@ class Frame:
     """One device at one collection instant (see the module docstring for the layout).
 
     ``ts_ns`` is the collection time in ns since the Unix epoch (i64); ``seq`` the
-    per-device sequence number (u64). Arrays are stored as read-only views.
+    per-device sequence number (u64). Arrays are stored as read-only views, not
+    copies: do not modify an array after building a frame from it (a layout that
+    passed the checks is not scanned again, see ``frame_codec.layout_problem``).
     Catalogue membership of ``metric`` is not checked here: see ``unknown_metrics``.
     """
 
@@ -85,15 +74,20 @@ class Frame:
     raw: NDArray[np.uint64]
 
     def __post_init__(self) -> None:
-        problem = _scalar_problem(self) or _array_problem(self)
+        ents, idx, metric, raw = self.entities, self.entity_idx, self.metric, self.raw
+        problem = frame_codec.layout_problem(self.source, self.ts_ns, self.seq, ents, idx,
+                                             metric, raw)
         if problem:
             raise FrameError(f"frame of device {self.device!r}: {problem}")
-        object.__setattr__(self, "source", Source(self.source))
-        object.__setattr__(self, "entities", tuple(self.entities))
-        for name in ("entity_idx", "metric", "raw"):
-            view = getattr(self, name).view()
+        put = object.__setattr__
+        if type(self.source) is not Source:
+            put(self, "source", Source(self.source))
+        if type(ents) is not tuple:
+            put(self, "entities", tuple(ents))
+        for name, arr in (("entity_idx", idx), ("metric", metric), ("raw", raw)):
+            view = arr.view()
             view.flags.writeable = False
-            object.__setattr__(self, name, view)
+            put(self, name, view)
 
     @property
     def n_samples(self) -> int:
@@ -179,159 +173,13 @@ class Frame:
         return _assemble(device, ts_ns, source, seq, ents, ids, vals, catalogue, table)
 
     def encode(self) -> bytes:
-        """Encode with codec version ``CODEC_VERSION``."""
-        dev = _utf8(self.device, "device name", self.device)
-        ents = [_utf8(e, f"entity {e!r}", self.device) for e in self.entities]
-        small = len(ents) <= _U16_IDX_MAX_ENTITIES
-        parts = [MAGIC, bytes([CODEC_VERSION]), _BODY_HEADER.pack(
-            _SOURCE_CODES[self.source], FLAG_IDX_U16 if small else 0,
-            self.seq, self.ts_ns, len(dev)), dev, _U32.pack(len(ents))]
-        parts.extend(_U16.pack(len(e)) + e for e in ents)
-        parts.append(_U32.pack(self.n_samples))
-        parts.append(self.entity_idx.astype("<u2" if small else "<u4").tobytes())
-        parts.append(self.metric.astype("<u2").tobytes())
-        parts.append(self.raw.astype("<u8").tobytes())
-        return b"".join(parts)
+        """Encode with codec version ``CODEC_VERSION`` (see :mod:`fabricops.core.frame_codec`)."""
+        return frame_codec.encode(self)
 
     @classmethod
     def decode(cls, data: bytes | memoryview) -> Frame:
         """Decode one frame; any defect raises FrameDecodeError naming the cause."""
-        return _decode(_Reader(data))
-
-
-def encode_many(frames: Iterable[Frame]) -> bytes:
-    """Concatenate encoded frames, each prefixed by its u32 byte length."""
-    parts: list[bytes] = []
-    for frame in frames:
-        body = frame.encode()
-        if len(body) > 0xFFFFFFFF:
-            raise FrameError(f"frame of device {frame.device!r} is too large for a batch")
-        parts += [_U32.pack(len(body)), body]
-    return b"".join(parts)
-
-
-def decode_many(data: bytes | memoryview) -> list[Frame]:
-    """Inverse of ``encode_many``; FrameDecodeError names the frame number and cause."""
-    reader, frames = _Reader(data), list[Frame]()
-    while reader.remaining:
-        where = f"batch frame #{len(frames)} at offset {reader.pos}"
-        try:
-            size = reader.u32("length prefix")
-            frames.append(Frame.decode(reader.take(size, "frame body")))
-        except FrameDecodeError as exc:
-            raise FrameDecodeError(f"{where}: {exc}") from None
-    return frames
-
-
-class _Reader:
-    """Bounds-checked sequential reads from a byte buffer."""
-
-    def __init__(self, data: bytes | memoryview) -> None:
-        self.buf = memoryview(data).cast("B")
-        self.pos = 0
-
-    @property
-    def remaining(self) -> int:
-        return len(self.buf) - self.pos
-
-    def need(self, n: int, what: str) -> None:
-        """Raise FrameDecodeError unless ``n`` more bytes are present."""
-        if n > self.remaining:
-            raise FrameDecodeError(
-                f"frame truncated: {what} needs {n} bytes at offset {self.pos}, but only "
-                f"{self.remaining} are present (buffer is {len(self.buf)} bytes)")
-
-    def take(self, n: int, what: str) -> memoryview:
-        self.need(n, what)
-        self.pos += n
-        return self.buf[self.pos - n:self.pos]
-
-    def u16(self, what: str) -> int:
-        return int(_U16.unpack(self.take(2, what))[0])
-
-    def u32(self, what: str) -> int:
-        return int(_U32.unpack(self.take(4, what))[0])
-
-    def text(self, n: int, what: str) -> str:
-        try:
-            return str(self.take(n, what), "utf-8")
-        except UnicodeDecodeError as exc:
-            raise FrameDecodeError(f"{what} is not valid UTF-8: {exc.reason}") from None
-
-    def array(self, n: int, wire: str, dtype: type[np.unsignedinteger[Any]], what: str) -> Any:
-        size = np.dtype(wire).itemsize
-        return np.frombuffer(self.take(n * size, what), dtype=wire).astype(dtype)
-
-
-def _decode(r: _Reader) -> Frame:
-    """Decode one frame that fills the whole reader buffer."""
-    code, flags, seq, ts_ns, device = _decode_header(r)
-    n_ent = r.u32("entity count")
-    if flags & FLAG_IDX_U16 and n_ent > _U16_IDX_MAX_ENTITIES:
-        raise FrameDecodeError(f"u16 entity indices flagged but there are {n_ent} entities")
-    r.need(n_ent * 2, f"{n_ent} entity names")
-    ents = tuple(r.text(r.u16(f"entity #{i} length"), f"entity #{i}") for i in range(n_ent))
-    n = r.u32("sample count")
-    idx_wire = "<u2" if flags & FLAG_IDX_U16 else "<u4"
-    expected = n * (np.dtype(idx_wire).itemsize + 2 + 8)
-    r.need(expected, f"arrays of {n} samples")
-    if r.remaining > expected:
-        raise FrameDecodeError(f"{r.remaining - expected} trailing bytes after the frame")
-    idx = r.array(n, idx_wire, np.uint32, "entity indices")
-    metric = r.array(n, "<u2", np.uint16, "metric ids")
-    raw = r.array(n, "<u8", np.uint64, "raw values")
-    try:
-        return Frame(device, ts_ns, _SOURCE_BY_CODE[code], seq, ents, idx, metric, raw)
-    except FrameError as exc:
-        raise FrameDecodeError(str(exc)) from None
-
-
-def _decode_header(r: _Reader) -> tuple[int, int, int, int, str]:
-    """Check magic, version, source and flags; return (source code, flags, seq, ts_ns, device)."""
-    magic = bytes(r.buf[:3])
-    if magic != MAGIC[:len(magic)]:
-        raise FrameDecodeError(f"bad magic {magic!r}: not an encoded frame (expected {MAGIC!r})")
-    r.take(3, "magic")
-    version = r.take(1, "codec version")[0]
-    if version != CODEC_VERSION:
-        raise FrameDecodeError(f"frame codec version {version} is not supported "
-                               f"(this build reads {CODEC_VERSION})")
-    code, flags, seq, ts_ns, dev_len = _BODY_HEADER.unpack(r.take(_BODY_HEADER.size, "header"))
-    if code not in _SOURCE_BY_CODE:
-        raise FrameDecodeError(f"unknown source code {code}")
-    if flags & ~FLAG_IDX_U16:
-        raise FrameDecodeError(f"unknown flag bits 0x{flags & ~FLAG_IDX_U16:02x}")
-    return code, flags, seq, ts_ns, r.text(dev_len, "device name")
-
-
-def _scalar_problem(f: Frame) -> str | None:
-    if f.source not in _SOURCE_VALUES:
-        return f"unknown source {f.source!r}"
-    if not isinstance(f.ts_ns, int) or not -(2**63) <= f.ts_ns < 2**63:
-        return f"ts_ns {f.ts_ns!r} is not a signed 64-bit integer"
-    if not isinstance(f.seq, int) or not 0 <= f.seq <= _U64_MAX:
-        return f"seq {f.seq!r} is not an unsigned 64-bit integer"
-    if not isinstance(f.entities, tuple | list) or not _all_str(f.entities):
-        return "entities must be a tuple of strings"
-    if len(set(f.entities)) != len(f.entities):
-        return "entities contains duplicates"
-    return None
-
-
-def _array_problem(f: Frame) -> str | None:
-    for name, dtype in (("entity_idx", np.uint32), ("metric", np.uint16), ("raw", np.uint64)):
-        arr = getattr(f, name)
-        if not isinstance(arr, np.ndarray) or arr.ndim != 1 or arr.dtype != dtype:
-            got = f"{arr.dtype}[{arr.ndim}d]" if isinstance(arr, np.ndarray) else type(arr).__name__
-            return f"{name} must be a 1-d {np.dtype(dtype)} array, got {got}"
-    if not len(f.entity_idx) == len(f.metric) == len(f.raw):
-        return (f"array lengths differ: entity_idx {len(f.entity_idx)}, "
-                f"metric {len(f.metric)}, raw {len(f.raw)}")
-    bad = np.flatnonzero(f.entity_idx >= len(f.entities))
-    if len(bad):
-        return (f"sample #{bad[0]} has entity index {f.entity_idx[bad[0]]} "
-                f"but there are {len(f.entities)} entities")
-    return None
+        return frame_codec.decode(data)
 
 
 def _all_str(items: Iterable[object]) -> bool:
@@ -412,100 +260,11 @@ def _assemble(
         raise FrameError(f"{where}: entities {sorted(missing)} are not in the entity table")
     idx = np.fromiter(map(index.__getitem__, entities), dtype=np.uint32, count=len(entities))
     gauge = _lookup(catalogue.is_float, ids)
-    raw = _pack_values(values, gauge, ids, catalogue, where)
+    raw = frame_codec.pack_values(
+        values, gauge, where, lambda i: _metric_label(int(ids[i]), catalogue))
     if source not in _SOURCE_VALUES:
         raise FrameError(f"{where}: unknown source {source!r}")
     return Frame(device, ts_ns, Source(source), seq, names, idx, ids, raw)
-
-
-def _pack_values(values: ValuesArg, gauge: NDArray[np.bool_], ids: NDArray[np.uint16],
-                 catalogue: Catalogue, where: str) -> NDArray[np.uint64]:
-    """Gauges as float64 bits, others as exact uint64; FrameError names a bad sample."""
-    arr = values if isinstance(values, np.ndarray) else _object_array(values)
-    if arr.ndim != 1 or arr.dtype.kind not in "iufO":
-        raise FrameError(f"{where}: values must be a flat sequence of numbers")
-    if arr.dtype.kind == "O" and not all(map(_is_number_type, set(map(type, arr)))):
-        i = _first(arr, lambda v: _as_number(v) is not None)
-        raise FrameError(f"{where}: sample #{i} ({_metric_label(int(ids[i]), catalogue)}) "
-                         f"has value {arr[i]!r}, which is not a number")
-    raw = np.empty(len(arr), dtype=np.uint64)
-    for mask, convert in ((gauge, _float_bits), (~gauge, _exact_uint)):
-        packed, bad = convert(arr[mask])
-        if bad is not None:
-            i = int(np.flatnonzero(mask)[bad])
-            kind = "a real number" if convert is _float_bits else "an integer in [0, 2**64-1]"
-            raise FrameError(f"{where}: sample #{i} ({_metric_label(int(ids[i]), catalogue)}) "
-                             f"has value {arr[i:i + 1].tolist()[0]!r}, which is not {kind}")
-        raw[mask] = packed
-    return raw
-
-
-def _object_array(values: Sequence[Any]) -> NDArray[np.object_]:
-    arr = np.empty(len(values), dtype=object)
-    arr[:] = values
-    return arr
-
-
-def _float_bits(a: NDArray[Any]) -> tuple[NDArray[np.uint64], int | None]:
-    """(float64 bit patterns, index of the first value that is not a real number)."""
-    try:
-        return a.astype(np.float64).view(np.uint64), None
-    except (TypeError, ValueError, OverflowError):
-        return a[:0].astype(np.uint64), _first(a, _is_real)
-
-
-def _exact_uint(a: NDArray[Any]) -> tuple[NDArray[np.uint64], int | None]:
-    """(exact uint64 values, index of the first value that is not a u64 integer)."""
-    if a.dtype.kind == "u":
-        return a.astype(np.uint64), None
-    if a.dtype.kind in "if":
-        ok = (a >= 0) & (a < _TWO_64) & (np.floor(a) == a) if a.dtype.kind == "f" else a >= 0
-        bad = np.flatnonzero(~ok)
-        return a[ok].astype(np.uint64), (int(bad[0]) if len(bad) else None)
-    try:
-        out = a.astype(np.uint64)
-        if np.array_equal(out.astype(np.float64), a.astype(np.float64)):
-            return out, None
-    except (TypeError, ValueError, OverflowError):
-        pass
-    return a[:0].astype(np.uint64), _first(a, _is_uint64)
-
-
-def _first(a: NDArray[Any], good: Any) -> int:
-    """Index of the first element of ``a`` for which ``good`` is false (0 if none)."""
-    return next((i for i, v in enumerate(a.tolist()) if not good(v)), 0)
-
-
-def _as_number(v: object) -> int | float | None:
-    """``v`` as a Python int or float, or None if it is not a (non-bool) number."""
-    v = v.item() if isinstance(v, np.generic) else v
-    return None if isinstance(v, bool) or not isinstance(v, int | float) else v
-
-
-def _is_number_type(t: type) -> bool:
-    return issubclass(t, int | float | np.integer | np.floating) and not issubclass(t, bool)
-
-
-def _is_real(v: object) -> bool:
-    x = _as_number(v)
-    return x is not None and (isinstance(x, float) or abs(x) < 2**1023)
-
-
-def _is_uint64(v: object) -> bool:
-    x = _as_number(v)
-    if x is None or not 0 <= x <= _U64_MAX:
-        return False
-    return isinstance(x, int) or (math.isfinite(x) and x.is_integer())
-
-
-def _utf8(text: str, what: str, device: str) -> bytes:
-    try:
-        data = text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise FrameError(f"frame of device {device!r}: {what} cannot be UTF-8: {exc}") from None
-    if len(data) > 0xFFFF:
-        raise FrameError(f"frame of device {device!r}: {what} is over 65535 UTF-8 bytes")
-    return data
 
 
 def _field(doc: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
