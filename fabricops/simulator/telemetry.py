@@ -57,6 +57,10 @@ class Telemetry:
         self.nic_gauges = np.zeros((len(NIC_GAUGES), fabric.n_nics))
         self._seq = np.zeros(fabric.n_nodes, np.uint64)
         self._layout = self._frame_layout()
+        self._bounds = [
+            (r.start, r.stop, int(fabric.port_nic[r.start]) if fabric.node_is_host[n] else -1)
+            for n, r in ((n, fabric.node_ports(n)) for n in range(fabric.n_nodes))
+        ]
 
     def counter(self, name: str) -> U64:
         """The live row of a port counter (read-only use)."""
@@ -115,35 +119,39 @@ class Telemetry:
         return layout
 
     def port_matrix(self) -> U64:
-        """Ports x (counters, oper_status, gauges as float bits)."""
-        return np.vstack(
+        """Ports x (counters, oper_status, gauges as float bits), row-major."""
+        return np.ascontiguousarray(np.vstack(
             (self.port_counters, self.oper_status[None, :], self.port_gauges.view(np.uint64))
-        ).T
+        ).T)
 
     def nic_matrix(self) -> U64:
-        """NICs x (NIC counters, NIC gauges as float bits)."""
-        return np.vstack((self.nic_counters, self.nic_gauges.view(np.uint64))).T
+        """NICs x (NIC counters, NIC gauges as float bits), row-major."""
+        return np.ascontiguousarray(
+            np.vstack((self.nic_counters, self.nic_gauges.view(np.uint64))).T
+        )
 
     def mark_reported(self, reporting: B) -> None:
         """Advance the sequence number of every node that reports this tick."""
         self._seq[reporting] += np.uint64(1)
 
     def frames(self, ts_ns: int, reporting: B) -> list[Frame]:
-        """One frame per node that is reporting, in node order. Pure: same tick, same frames."""
-        pm, nm = self.port_matrix(), self.nic_matrix()
+        """One frame per node that is reporting, in node order. Pure: same tick, same frames.
+
+        Each frame's values are a view of this call's own matrices.
+        """
         fab = self.fabric
+        pm = self.port_matrix()
+        hosts = np.hstack((pm[fab.nic_ports], self.nic_matrix()))
+        seqs = self._seq.tolist()
         out = []
-        for node in np.flatnonzero(reporting):
-            ports = fab.node_ports(int(node))
+        for node in np.flatnonzero(reporting).tolist():
+            start, stop, nic_start = self._bounds[node]
             entities, idx, metric = self._layout[node]
-            block = pm[ports.start:ports.stop]
-            if fab.node_is_host[node]:
-                nics = fab.port_nic[ports.start:ports.stop]
-                block = np.hstack((block, nm[nics]))
+            block = pm[start:stop] if nic_start < 0 else hosts[nic_start:nic_start + stop - start]
             out.append(Frame(
                 device=fab.node_ids[node], ts_ns=ts_ns, source=Source.SIM,
-                seq=int(self._seq[node]), entities=entities, entity_idx=idx, metric=metric,
-                raw=np.ascontiguousarray(block).ravel(),
+                seq=seqs[node], entities=entities, entity_idx=idx, metric=metric,
+                raw=block.reshape(-1),
             ))
         return out
 
