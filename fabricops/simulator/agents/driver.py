@@ -39,7 +39,16 @@ class SimulationDriver:
         self._calls: queue.Queue[tuple[Callable[[Simulator], Any], Future[Any]]] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._hooks: list[Callable[[Simulator], None]] = []
+        self.hook_errors = 0
         self.ticks = 0
+
+    def add_tick_hook(self, hook: Callable[[Simulator], None]) -> None:
+        """Run ``hook(sim)`` on the driver thread after every tick (an INT exporter, say).
+
+        A hook that raises is counted in ``hook_errors``; the fabric keeps running.
+        """
+        self._hooks.append(hook)
 
     def start(self) -> None:
         """Simulate the first tick at once (so agents have data), then keep pace."""
@@ -68,6 +77,11 @@ class SimulationDriver:
                 fut.set_exception(exc)
         self.sim.step()
         self.board.publish(self.sim.frames())
+        for hook in self._hooks:
+            try:
+                hook(self.sim)
+            except Exception:
+                self.hook_errors += 1
         self.ticks += 1
 
     def _run(self) -> None:

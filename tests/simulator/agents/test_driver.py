@@ -34,3 +34,24 @@ def test_board_follows_the_driver_and_calls_run_between_ticks(
             driver.call(lambda sim: sim.control.shut_port("leaf-0:eth999"))
     finally:
         driver.stop()
+
+
+def test_tick_hooks_run_after_each_tick_and_cannot_stop_the_fabric(
+    streaming: Callable[..., Simulator],
+) -> None:
+    board = FrameBoard()
+    driver = SimulationDriver(streaming(), board, DriverConfig(speed=100.0))
+    seen: list[float] = []
+
+    def broken(_: Simulator) -> None:
+        raise RuntimeError("exporter bug")
+
+    driver.add_tick_hook(broken)
+    driver.add_tick_hook(lambda sim: seen.append(sim.time_s))
+    driver.start()
+    try:
+        board.wait_tick(3, timeout_s=5.0)
+    finally:
+        driver.stop()
+    assert seen[:3] == [1.0, 2.0, 3.0]
+    assert driver.hook_errors == len(seen)
