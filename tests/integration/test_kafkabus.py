@@ -1,0 +1,224 @@
+"""KafkaBus against a real Kafka-protocol broker (Tansu, started by the fixtures)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+import numpy as np
+import pytest
+from prometheus_client import CollectorRegistry
+
+from fabricops.core.bus import BusError, Consumer, Message, Topic, topic_name
+from fabricops.core.busio import BusFrameSink, frames_from_messages
+from fabricops.core.frame import Frame
+from fabricops.core.kafkabus import KafkaBus, KafkaBusConfig
+from tests.integration.conftest import TansuBroker, free_port
+
+pytestmark = pytest.mark.integration
+
+DEVICES = [f"leaf-{i // 8}-{i % 8}" for i in range(64)]
+METRICS = ["in_octets", "out_octets", "temperature_c"]
+FrameId = tuple[str, int]
+
+
+def bus_config(bootstrap: str, **overrides: object) -> KafkaBusConfig:
+    """Short group and connect timeouts, so joins and failures take seconds."""
+    base: dict[str, object] = {
+        "bootstrap_servers": bootstrap, "max_poll_interval_ms": 3000,
+        "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
+        "connect_timeout_ms": 2000, "linger_ms": 5,
+    }
+    return KafkaBusConfig.model_validate(base | overrides)
+
+
+def frame(device: str, seq: int) -> Frame:
+    ports = [f"{device}:eth{p}" for p in range(4)]
+    entities = [p for p in ports for _ in METRICS]
+    values = np.arange(len(entities)) + seq
+    return Frame.build(device, time.time_ns(), "sim", seq, entities, METRICS * 4, values)
+
+
+def ids(frames: list[Frame]) -> list[FrameId]:
+    return [(f.device, f.seq) for f in frames]
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"it{uuid.uuid4().hex[:8]}."
+
+
+@pytest.fixture
+def kafka_bus(kafka_broker: str) -> Iterator[KafkaBus]:
+    bus = KafkaBus(bus_config(kafka_broker), CollectorRegistry())
+    bus.start()
+    yield bus
+    bus.stop()
+
+
+def poll_until(members: list[Consumer], done: Callable[[list[list[Message]]], bool],
+               timeout_s: float) -> list[list[Message]]:
+    """Poll every member in turn until ``done(received)`` is true or ``timeout_s`` passes."""
+    received: list[list[Message]] = [[] for _ in members]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not done(received):
+        for got, member in zip(received, members, strict=True):
+            got.extend(member.poll(timeout_s=0.2))
+    return received
+
+
+def test_group_of_two_shares_64_devices_frames_at_least_once(
+    kafka_bus: KafkaBus, prefix: str
+) -> None:
+    topic = topic_name(Topic.TELEMETRY, prefix)
+    a, b = kafka_bus.subscribe([topic], "pipeline"), kafka_bus.subscribe([topic], "pipeline")
+    poll_until([a, b], lambda _: bool(a.assignment() and b.assignment()), 30)
+    assert a.assignment()
+    assert a.assignment().isdisjoint(b.assignment())
+
+    sink = BusFrameSink(kafka_bus, prefix)
+    sent = [frame(d, s) for s in range(5) for d in DEVICES]
+    sink.publish_frames(sent)
+    kafka_bus.drain(20)
+    got = poll_until([a, b], lambda r: sum(map(len, r)) >= len(sent), 30)
+    for member, msgs in zip((a, b), got, strict=True):
+        assert msgs, "each member of the group gets a share"
+        assert {(m.topic, m.partition) for m in msgs} <= member.assignment()
+    frames = frames_from_messages(got[0] + got[1])
+    assert sorted(ids(frames)) == sorted(ids(sent)), "every frame exactly once"
+    for device in DEVICES:
+        assert [f.seq for f in frames if f.device == device] == list(range(5))
+    a.commit()
+    b.commit()
+
+    resent = [frame(d, 5) for d in DEVICES]
+    sink.publish_frames(resent)
+    kafka_bus.drain(20)
+    first_try = poll_until([a, b], lambda r: sum(map(len, r)) >= len(resent), 30)
+    assert sorted(ids(frames_from_messages(first_try[0] + first_try[1]))) == sorted(ids(resent))
+    a.close()  # a deliberate restart without commit: the last batch comes again
+    b.close()
+    c = kafka_bus.subscribe([topic], "pipeline")
+    again = poll_until([c], lambda r: len(r[0]) >= len(resent), 30)[0]
+    assert sorted(ids(frames_from_messages(again))) == sorted(ids(resent))
+    assert c.poll(timeout_s=1.0) == []
+    c.close()
+
+
+def test_broker_outage_of_10_s_loses_nothing_published_meanwhile(
+    restartable_kafka_broker: TansuBroker, prefix: str
+) -> None:
+    broker = restartable_kafka_broker
+    registry = CollectorRegistry()
+    bus = KafkaBus(bus_config(broker.bootstrap, delivery_timeout_ms=5000,
+                                   request_timeout_ms=3000), registry)
+    bus.start()
+    sink = BusFrameSink(bus, prefix)
+    published: list[FrameId] = []
+    slowest_s = 0.0
+    first_after_stop: int | None = None
+    seq, started = 0, time.monotonic()
+    try:
+        while time.monotonic() - started < 14.0:
+            elapsed = time.monotonic() - started
+            if elapsed > 1.0 and first_after_stop is None:
+                broker.stop()
+                first_after_stop = seq
+            if elapsed > 11.0 and not broker.running:
+                broker.start()
+            batch = [frame(d, seq) for d in DEVICES[:8]]
+            t = time.monotonic()
+            sink.publish_frames(batch)
+            slowest_s = max(slowest_s, time.monotonic() - t)
+            published += ids(batch)
+            seq += 1
+            time.sleep(0.05)
+        bus.drain(40)
+    finally:
+        bus.stop()
+    assert slowest_s < 0.1, f"publish blocked {slowest_s:.3f} s during the outage"
+    assert first_after_stop is not None
+
+    reader = KafkaBus(bus_config(broker.bootstrap), CollectorRegistry())
+    member = reader.subscribe([topic_name(Topic.TELEMETRY, prefix)], "audit")
+    must_have = {i for i in published if i[1] >= first_after_stop}
+    seen: Counter[FrameId] = Counter()
+    deadline = time.monotonic() + 30
+    while not must_have <= seen.keys() and time.monotonic() < deadline:
+        seen.update(ids(frames_from_messages(member.poll(timeout_s=0.5))))
+    member.close()
+    assert must_have - seen.keys() == set(), "frames published during/after the outage lost"
+    acked = registry.get_sample_value(
+        "fabricops_kafkabus_acked_records_total", {"topic": topic_name(Topic.TELEMETRY, prefix)})
+    assert acked == len(published)
+
+
+def unused_port() -> int:
+    port = free_port()
+    with socket.socket() as probe:  # nothing listens there: connections are refused
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+    return port
+
+
+def test_unreachable_brokers_are_named_and_publish_stays_fast() -> None:
+    bootstrap = f"127.0.0.1:{unused_port()}"
+    registry = CollectorRegistry()
+    bus = KafkaBus(bus_config(bootstrap, buffer_records=10, connect_timeout_ms=500,
+                               stop_timeout_s=1.0), registry)
+    bus.start()
+    try:
+        t = time.monotonic()
+        for i in range(100):
+            bus.publish("fabricops.x.v1", b"k", [str(i).encode()])
+        assert time.monotonic() - t < 0.1
+        assert bus.buffered_records() <= 10
+        dropped = registry.get_sample_value("fabricops_kafkabus_dropped_records_total",
+                                            {"topic": "fabricops.x.v1", "reason": "buffer_full"})
+        assert dropped == 90
+        assert bus.flush(1.5) is False
+        with pytest.raises(BusError, match=bootstrap):
+            bus.drain(0.5)
+        assert bus.last_error is not None
+        assert bootstrap in bus.last_error
+        with pytest.raises(BusError, match=f"{bootstrap}.*group 'g'"):
+            bus.subscribe(["fabricops.x.v1"], "g")
+    finally:
+        bus.stop()
+
+
+def test_block_policy_raises_a_named_error_when_the_buffer_stays_full() -> None:
+    bootstrap = f"127.0.0.1:{unused_port()}"
+    bus = KafkaBus(bus_config(bootstrap, buffer_records=5, buffer_full_policy="block",
+                               block_timeout_ms=50, connect_timeout_ms=500, stop_timeout_s=0.5))
+    bus.start()
+    try:
+        bus.publish("t.v1", b"k", [b"x"] * 5)
+        t = time.monotonic()
+        with pytest.raises(BusError, match=r"buffer full.*'t.v1'"):
+            bus.publish("t.v1", b"k", [b"y"])
+        assert 0.04 < time.monotonic() - t < 0.5
+    finally:
+        bus.stop()
+
+
+def test_concurrent_publishers_all_acked(kafka_bus: KafkaBus, prefix: str) -> None:
+    topic = f"{prefix}concurrent.v1"
+
+    def publish_many(n: int) -> None:
+        for i in range(200):
+            kafka_bus.publish(topic, f"k{n}".encode(), [f"{n}:{i}".encode()])
+
+    threads = [threading.Thread(target=publish_many, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    kafka_bus.drain(20)
+    assert kafka_bus.buffered_records() == 0
+    acked = kafka_bus.registry.get_sample_value(
+        "fabricops_kafkabus_acked_records_total", {"topic": topic})
+    assert acked == 800
