@@ -6,6 +6,7 @@ import typer
 
 from fabricops import __version__
 from fabricops.cli import sim
+from fabricops.cli.tail import tail
 
 app = typer.Typer(
     name="fabricops",
@@ -13,6 +14,7 @@ app = typer.Typer(
     rich_markup_mode="rich",
 )
 app.add_typer(sim.app, name="sim")
+app.command()(tail)
 
 
 def _show_version(value: bool) -> None:
