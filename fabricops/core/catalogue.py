@@ -76,6 +76,8 @@ class Metric:
 PRIORITIES = tuple(range(8))
 _IF = "1.3.6.1.2.1.2.2.1"
 _IFX = "1.3.6.1.2.1.31.1.1.1"
+_CPFC = "1.3.6.1.4.1.9.9.813.1.2.1"  # cpfcIfPriorityTable: .<ifIndex>.<priority>
+_SENSOR = "1.3.6.1.2.1.99.1.1.1.4"  # entPhySensorValue (see fabricops.core.snmp_mib)
 _OC_IF = "/interfaces/interface/state"
 _OC_CNT = f"{_OC_IF}/counters"
 _OC_QOS = "/qos/interfaces/interface/output/queues/queue/state"
@@ -142,15 +144,15 @@ FAMILIES: tuple[MetricFamily, ...] = (
          "Highest egress queue depth since the previous sample",
          oc=f"{_OC_QOS}/max-queue-len"),
     _fam("pfc_rx_pause", C, "frames", P, 16, "PFC pause frames received, per priority",
-         oc=f"{_OC_PFC}/in-pause-frames", label="prio"),
+         snmp=f"{_CPFC}.3", oc=f"{_OC_PFC}/in-pause-frames", label="prio"),
     _fam("pfc_tx_pause", C, "frames", P, 24, "PFC pause frames sent, per priority",
-         oc=f"{_OC_PFC}/out-pause-frames", label="prio"),
+         snmp=f"{_CPFC}.2", oc=f"{_OC_PFC}/out-pause-frames", label="prio"),
     _fam("rx_power_dbm", G, "dBm", P, 32, "Optical receive power",
-         oc=f"{_OC_XCVR}/input-power/instant"),
+         snmp=_SENSOR, oc=f"{_OC_XCVR}/input-power/instant"),
     _fam("tx_power_dbm", G, "dBm", P, 33, "Optical transmit power",
-         oc=f"{_OC_XCVR}/output-power/instant"),
+         snmp=_SENSOR, oc=f"{_OC_XCVR}/output-power/instant"),
     _fam("temperature_c", G, "celsius", P, 34, "Transceiver temperature",
-         oc="/components/component/state/temperature/instant"),
+         snmp=_SENSOR, oc="/components/component/state/temperature/instant"),
     _fam("cnp_sent", C, "packets", N, 40, "Congestion notification packets sent (as receiver)",
          oc=f"{_OC_NIC}/cnp-sent"),
     _fam("cnp_handled", C, "packets", N, 41, "CNPs received and acted on (as sender)",

@@ -1,0 +1,539 @@
+"""The SNMP poller: GETBULK walks of many switches, frames out to a sink.
+
+Each target is walked every ``interval_s`` (or as a SamplingPolicy asks) on the
+poller's own thread and asyncio loop. At most ``max_in_flight`` walks run at once.
+A target that does not answer (after its timeout and retries) is marked down; from
+then on it is only probed, one try of one small request outside the walk budget,
+so a dead switch never holds a slot that answering switches need. The first walk,
+and every ``describe_every_polls``-th, also reads port names and sensor encodings
+(see :mod:`fabricops.collectors.snmp_decode`); the others read only counters,
+states and sensor values, and only the columns the device has.
+
+SNMPv2c goes through a small native client: one UDP socket for every target,
+answers matched by request-id and parsed by ``snmp_decode`` (pyasn1 decoding costs
+~80 us per varbind, the native parser ~1 us). SNMPv3 (USM) goes through pysnmp.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from pyasn1.type import univ
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pysnmp.carrier.asyncio.dgram import udp
+from pysnmp.entity import config as snmp_config
+from pysnmp.hlapi.v3arch.asyncio import (
+    ContextData,
+    ObjectIdentity,
+    ObjectType,
+    SnmpEngine,
+    UdpTransportTarget,
+    UsmUserData,
+    bulk_cmd,
+)
+from pysnmp.proto import errind, rfc1905
+
+from fabricops.collectors import snmp_decode as dec
+from fabricops.collectors.inventory import Inventory, SnmpCredentials
+from fabricops.core.records import SamplingPolicy
+from fabricops.core.sinks import FrameSink
+from fabricops.core.snmp_mib import SYS_NAME, Column, Oid
+
+_AUTH = {"SHA": snmp_config.USM_AUTH_HMAC96_SHA, "SHA256": snmp_config.USM_AUTH_HMAC192_SHA256,
+         "MD5": snmp_config.USM_AUTH_HMAC96_MD5}
+_PRIV = {"AES": snmp_config.USM_PRIV_CFB128_AES, "AES256": snmp_config.USM_PRIV_CFB256_AES,
+         "DES": snmp_config.USM_PRIV_CBC56_DES}
+_EXCEPTIONS = (rfc1905.NoSuchObject.tagSet, rfc1905.NoSuchInstance.tagSet,
+               rfc1905.EndOfMibView.tagSet)
+_RCVBUF_BYTES = 8 << 20  # answers of many targets may arrive while one is parsed
+
+
+class SnmpTarget(BaseModel):
+    """One switch to poll."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str = Field(min_length=1, description="Device id; entities are device:ifName")
+    host: str = Field(default="127.0.0.1", description="IPv4 address or name")
+    port: int = Field(default=161, ge=1, le=65535, description="UDP port of the agent")
+    credentials: SnmpCredentials = Field(
+        default_factory=lambda: SnmpCredentials(community="public"),
+        description="v2c community, or v3 user, keys and context")
+    interval_s: float = Field(default=10.0, gt=0, le=3600, description="Unless a policy says")
+    timeout_s: float = Field(default=1.0, gt=0, le=60, description="Per request try")
+    retries: int = Field(default=1, ge=0, le=10, description="Tries after the first")
+
+    @model_validator(mode="after")
+    def _complete(self) -> SnmpTarget:
+        c = self.credentials
+        if c.version == "v2c" and not c.community:
+            raise ValueError(f"SNMP target {self.device}: v2c needs a community")
+        if c.version == "v3" and not (c.user and c.auth_key and c.priv_key):
+            raise ValueError(f"SNMP target {self.device}: v3 needs user, auth_key and priv_key")
+        return self
+
+    @property
+    def where(self) -> str:
+        return f"SNMP target {self.device} ({self.host}:{self.port})"
+
+
+class SnmpPollerConfig(BaseModel):
+    """Targets and how hard the poller may push."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    targets: tuple[SnmpTarget, ...] = Field(default=(), description="One per device")
+    max_in_flight: int = Field(default=32, ge=1, description="Walks at once")
+    max_probes_in_flight: int = Field(default=8, ge=1, description="Probes of down targets")
+    max_repetitions: int = Field(default=32, ge=1, le=1000,
+                                 description="GETBULK rows per column and request")
+    max_varbinds_per_request: int = Field(default=512, ge=1,
+                                          description="Caps rows x columns of one GETBULK")
+    describe_every_polls: int = Field(default=60, ge=1,
+                                      description="Re-read port names and sensor encodings")
+    max_rows_per_column: int = Field(default=100_000, ge=1,
+                                     description="A longer column fails the poll")
+    pfc_fallback_priority: int | None = Field(
+        default=3, ge=0, le=7, description="Priority of IEEE8021-PFC-MIB per-port totals")
+
+    @model_validator(mode="after")
+    def _unique(self) -> SnmpPollerConfig:
+        seen: set[str] = set()
+        for t in self.targets:
+            if t.device in seen:
+                raise ValueError(f"SNMP target {t.device} is listed twice")
+            seen.add(t.device)
+        return self
+
+
+def targets_from_inventory(inventory: Inventory) -> tuple[SnmpTarget, ...]:
+    """The inventory's SNMP targets with their effective intervals."""
+    return tuple(
+        SnmpTarget(device=t.device, host=t.host_port()[0], port=t.host_port()[1],
+                   credentials=t.snmp, interval_s=inventory.interval_of(t))
+        for t in inventory.by_protocol("snmp"))
+
+
+@dataclass(frozen=True)
+class TargetStatus:
+    """Health of one target; ``up`` is None until its first poll ends."""
+
+    device: str
+    up: bool | None = None
+    polls: int = 0
+    consecutive_failures: int = 0
+    last_ok_ns: int = 0
+    last_error: str = ""
+
+
+class PollError(Exception):
+    """A poll that failed; the message names the target and the cause."""
+
+    def __init__(self, message: str, timeout: bool) -> None:
+        super().__init__(message)
+        self.timeout = timeout
+
+
+class _V2cClient(asyncio.DatagramProtocol):
+    """SNMPv2c GETBULK over one UDP socket for every target; answers matched by id."""
+
+    def __init__(self, on_malformed: Callable[[], None]) -> None:
+        self.transport: asyncio.DatagramTransport | None = None
+        self._pending: dict[int, asyncio.Future[dec.Response]] = {}
+        self._next_id = random.randrange(1, 1 << 30)
+        self._on_malformed = on_malformed
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.DatagramTransport, transport)
+        sock = transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF_BYTES)
+
+    def datagram_received(self, data: bytes, addr: Any) -> None:
+        try:
+            response = dec.decode_response(data)
+        except dec.SnmpDecodeError:
+            self._on_malformed()
+            return
+        future = self._pending.pop(response.request_id, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+    async def bulk(self, t: SnmpTarget, oids: list[Oid], non_repeaters: int, reps: int,
+                   tries: int) -> list[dec.Row]:
+        """One GETBULK to ``t``; PollError if no answer in ``tries`` or an error-status."""
+        assert self.transport is not None
+        community = (t.credentials.community or "").encode()
+        for _ in range(tries):
+            self._next_id = self._next_id % ((1 << 31) - 1) + 1
+            rid = self._next_id
+            future: asyncio.Future[dec.Response] = asyncio.get_running_loop().create_future()
+            self._pending[rid] = future
+            self.transport.sendto(
+                dec.encode_getbulk(community, rid, oids, non_repeaters, reps), (t.host, t.port))
+            try:
+                async with asyncio.timeout(t.timeout_s):
+                    response = await future
+            except TimeoutError:
+                continue
+            finally:
+                self._pending.pop(rid, None)
+            if response.error_status:
+                raise PollError(f"{t.where}: agent answered error-status "
+                                f"{response.error_status} at varbind {response.error_index}",
+                                False)
+            return response.rows
+        raise PollError(f"{t.where}: no answer in {tries} tries of {t.timeout_s} s", True)
+
+
+class _V3Client:
+    """SNMPv3 (USM) GETBULK through pysnmp, one engine for every target."""
+
+    def __init__(self) -> None:
+        self.engine = SnmpEngine()
+        self._peers: dict[str, tuple[Any, Any, Any, Any]] = {}
+
+    async def connect(self, t: SnmpTarget) -> None:
+        """Credentials, context and transports (with and without retries) of ``t``."""
+        c = t.credentials
+        auth = UsmUserData(c.user, c.auth_key, c.priv_key, authProtocol=_AUTH[c.auth_protocol],
+                           privProtocol=_PRIV[c.priv_protocol])
+        context = ContextData(contextName=(c.context or "").encode())
+        address = (t.host, t.port)
+        self._peers[t.device] = (
+            auth, context,
+            await UdpTransportTarget.create(address, timeout=t.timeout_s, retries=t.retries),
+            await UdpTransportTarget.create(address, timeout=t.timeout_s, retries=0))
+
+    def close(self) -> None:
+        """Close the engine's socket first, so no late answer reaches a closed engine."""
+        transport = snmp_config.get_transport(self.engine, udp.DOMAIN_NAME)
+        if transport is not None:
+            transport.close_transport()
+        self.engine.close_dispatcher()
+
+    async def bulk(self, t: SnmpTarget, oids: list[Oid], non_repeaters: int, reps: int,
+                   tries: int) -> list[dec.Row]:
+        auth, context, transport, once = self._peers[t.device]
+        try:
+            ind, status, index, varbinds = await bulk_cmd(
+                self.engine, auth, transport if tries > 1 else once, context, non_repeaters,
+                reps, *(ObjectType(ObjectIdentity(oid)) for oid in oids), lookupMib=False)
+        except Exception as exc:  # pysnmp raises for unusable responses; named here
+            raise PollError(f"{t.where}: {type(exc).__name__}: {exc}", False) from exc
+        if ind:
+            timeout = isinstance(ind, errind.RequestTimedOut)
+            cause = f"no answer in {tries} tries of {t.timeout_s} s" if timeout else str(ind)
+            raise PollError(f"{t.where}: {cause}", timeout)
+        if status:
+            raise PollError(f"{t.where}: agent answered {status.prettyPrint()} at "
+                            f"varbind {int(index)}", False)
+        return [(tuple(name), _plain(value)) for name, value in varbinds]
+
+
+@dataclass
+class _Target:
+    target: SnmpTarget
+    status: TargetStatus
+    seq: int = 0
+    since_describe: int = 0
+    description: dec.DeviceDescription | None = None
+    columns: tuple[Column, ...] = ()
+    tracker: dec.CounterTracker = field(default_factory=dec.CounterTracker)
+    lock: asyncio.Lock | None = None  # created on the poller's loop
+    wake: asyncio.Event | None = None
+
+
+class _Metrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, p = registry, "fabricops_snmp_"
+        self.targets_up = Gauge(f"{p}targets_up", "Targets answering", registry=r)
+        self.target_up = Gauge(f"{p}target_up", "1 if the target answers", ["target"],
+                               registry=r)
+        self.polls = Counter(f"{p}polls", "Polls by result", ["result"], registry=r)
+        self.samples = Counter(f"{p}samples", "Samples published", registry=r)
+        self.varbinds = Counter(f"{p}varbinds", "Variable bindings received", registry=r)
+        self.timeouts = Counter(f"{p}timeouts", "Polls that timed out", registry=r)
+        self.errors = Counter(f"{p}errors", "Errors by cause", ["cause"], registry=r)
+        self.duration = Histogram(f"{p}poll_duration_seconds", "Walk duration", registry=r)
+        self.lag = Histogram(f"{p}publish_lag_seconds", "Collection to publish",
+                             buckets=(.001, .005, .01, .05, .1, .5, 1, 5), registry=r)
+        self.wraps = Counter(f"{p}counter_wraps", "Counter32 wraps carried", registry=r)
+        self.resets = Counter(f"{p}counter_resets", "Counters that went back", registry=r)
+
+
+class SnmpPoller:
+    """Polls ``config.targets`` and publishes one frame per successful poll to ``sink``.
+
+    Inert until ``start``; ``stop`` ends the loop. ``collect_once`` polls every
+    target now and waits (tools, tests). Thread-safe: ``apply_policy``, ``status``.
+    """
+
+    def __init__(self, config: SnmpPollerConfig, sink: FrameSink,
+                 registry: CollectorRegistry | None = None) -> None:
+        self.config = config
+        self.sink = sink
+        self.metrics = _Metrics(registry if registry is not None else CollectorRegistry())
+        self._targets = {t.device: _Target(t, TargetStatus(t.device)) for t in config.targets}
+        self._policies: dict[str, SamplingPolicy] = {}
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stopping = False
+        self._v2c: _V2cClient | None = None
+        self._v3: _V3Client | None = None
+        self._walks: asyncio.Semaphore | None = None
+        self._probes: asyncio.Semaphore | None = None
+
+    def start(self, schedule: bool = True) -> None:
+        """Start the loop thread; with ``schedule``, poll every target at its interval."""
+        loop = self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=loop.run_forever, name="snmp-poller",
+                                        daemon=True)
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._setup(schedule), loop).result(timeout=30)
+
+    def stop(self) -> None:
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None:
+            return
+        asyncio.run_coroutine_threadsafe(self._teardown(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+        self._loop = self._thread = None
+
+    def collect_once(self, timeout_s: float = 120.0) -> dict[str, TargetStatus]:
+        """Poll every target once, now and concurrently (within the limits); wait."""
+        if self._loop is None:
+            raise RuntimeError("SNMP poller is not started")
+        asyncio.run_coroutine_threadsafe(self._poll_all(), self._loop).result(timeout_s)
+        return self.status()
+
+    async def _poll_all(self) -> None:
+        await asyncio.gather(*(self._poll(s) for s in self._targets.values()))
+
+    def status(self) -> dict[str, TargetStatus]:
+        return {d: s.status for d, s in self._targets.items()}
+
+    def apply_policy(self, policy: SamplingPolicy) -> None:
+        """Follow a sampling policy (``device`` ``"*"`` for all); newer ones win."""
+        with self._lock:
+            held = self._policies.get(policy.device)
+            if held is None or held.ts_ns <= policy.ts_ns:
+                self._policies[policy.device] = policy
+        loop = self._loop
+        if loop is not None:
+            loop.call_soon_threadsafe(self._wake, policy.device)
+
+    def interval_of(self, device: str) -> float:
+        """The sampling interval in force for ``device``, in seconds."""
+        now = time.time_ns()
+        with self._lock:
+            for key in (device, "*"):
+                p = self._policies.get(key)
+                if p is not None and (p.expires_ns is None or p.expires_ns > now):
+                    return p.interval_s
+        return self._targets[device].target.interval_s
+
+    async def _setup(self, schedule: bool) -> None:
+        loop = asyncio.get_running_loop()
+        self._walks = asyncio.Semaphore(self.config.max_in_flight)
+        self._probes = asyncio.Semaphore(self.config.max_probes_in_flight)
+        malformed = self.metrics.errors.labels("malformed_datagram").inc
+        _, self._v2c = await loop.create_datagram_endpoint(
+            lambda: _V2cClient(malformed), family=socket.AF_INET)
+        for state in self._targets.values():
+            state.lock, state.wake = asyncio.Lock(), asyncio.Event()
+            if state.target.credentials.version == "v3":
+                self._v3 = self._v3 or _V3Client()
+                await self._v3.connect(state.target)
+        if schedule:
+            n = max(1, len(self._targets))
+            self._tasks = [asyncio.create_task(self._schedule(s, i / n))
+                           for i, s in enumerate(self._targets.values())]
+
+    async def _teardown(self) -> None:
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=5)
+        if self._v2c is not None and self._v2c.transport is not None:
+            self._v2c.transport.close()
+        if self._v3 is not None:
+            self._v3.close()
+
+    def _wake(self, device: str) -> None:
+        for d, state in self._targets.items():
+            if (device in ("*", d)) and state.wake is not None:
+                state.wake.set()
+
+    async def _schedule(self, state: _Target, phase: float) -> None:
+        """Poll ``state`` every interval, starting ``phase`` of an interval from now."""
+        loop = asyncio.get_running_loop()
+        started = loop.time() - self.interval_of(state.target.device) * (1 - phase)
+        while not self._stopping:
+            due = started + self.interval_of(state.target.device)
+            if due > loop.time() and await self._woken(state, due - loop.time()):
+                continue  # the interval changed: recompute when this poll is due
+            started = loop.time()
+            await self._poll(state)
+
+    @staticmethod
+    async def _woken(state: _Target, delay_s: float) -> bool:
+        """Sleep ``delay_s``; True if a policy change woke the target first."""
+        assert state.wake is not None
+        state.wake.clear()
+        waiter = asyncio.ensure_future(state.wake.wait())
+        try:
+            done, _ = await asyncio.wait({waiter}, timeout=delay_s)
+        finally:
+            waiter.cancel()
+        return bool(done)
+
+    async def _poll(self, state: _Target) -> None:
+        """Walk one target, publish its frame and record its health; never raises."""
+        assert state.lock is not None
+        async with state.lock:
+            t0 = time.perf_counter()
+            try:
+                if state.status.up is False:
+                    await self._probe(state)
+                ts_ns, samples = await self._collect(state)
+            except PollError as exc:
+                self._failed(state, exc)
+                return
+            except Exception as exc:  # a defect here must not end the target's schedule
+                where = state.target.where
+                self._failed(state, PollError(f"{where}: {type(exc).__name__}: {exc}", False))
+                return
+            self.metrics.duration.observe(time.perf_counter() - t0)
+            self._publish(state, ts_ns, samples)
+
+    async def _probe(self, state: _Target) -> None:
+        """One try of one GETNEXT: does a down target answer again?"""
+        assert self._probes is not None
+        async with self._probes:
+            await self._request(state, [SYS_NAME.oid], 0, probe=True)
+
+    async def _collect(self, state: _Target) -> tuple[int, dec.Samples]:
+        assert self._walks is not None
+        describe = state.description is None or not state.columns or \
+            state.since_describe >= self.config.describe_every_polls
+        columns = dec.STATIC_COLUMNS + dec.DYNAMIC_COLUMNS if describe else state.columns
+        async with self._walks:
+            tables = await self._walk(state, columns)
+        ts_ns = time.time_ns()
+        if describe:
+            state.description = dec.describe(tables)
+            state.columns = state.description.columns_to_walk(tables)
+            state.since_describe = 0
+        assert state.description is not None
+        samples = dec.decode_samples(state.target.device, tables, state.description,
+                                     self.config.pfc_fallback_priority)
+        state.since_describe += 1
+        if samples.unknown_ports:
+            state.since_describe = self.config.describe_every_polls  # ports renamed or added
+        return ts_ns, samples
+
+    async def _walk(self, state: _Target, columns: Sequence[Column]
+                    ) -> dict[Oid, dict[Oid, int | bytes]]:
+        """Rows of ``columns``, walked side by side with GETBULK until each ends."""
+        tables: dict[Oid, dict[Oid, int | bytes]] = {c.oid: {} for c in columns}
+        cursor = {c.oid: c.oid for c in columns}
+        while cursor:
+            cols = list(cursor)
+            reps = max(1, min(self.config.max_repetitions,
+                              self.config.max_varbinds_per_request // len(cols)))
+            rows = await self._request(state, [cursor[c] for c in cols], reps)
+            self.metrics.varbinds.inc(len(rows))
+            ended = set(cols) if not rows else set()
+            for k, (oid, value) in enumerate(rows):
+                col = cols[k % len(cols)]
+                if col in ended:
+                    continue
+                if value is None or oid[:len(col)] != col or oid <= cursor[col]:
+                    ended.add(col)
+                    continue
+                tables[col][oid[len(col):]] = value
+                cursor[col] = oid
+            for col in ended:
+                del cursor[col]
+            if any(len(tables[c]) > self.config.max_rows_per_column for c in cursor):
+                raise PollError(f"{state.target.where}: a column has more than "
+                                f"{self.config.max_rows_per_column} rows", False)
+        return tables
+
+    async def _request(self, state: _Target, oids: list[Oid], reps: int,
+                       probe: bool = False) -> list[dec.Row]:
+        """One GETBULK (``reps`` 0: one GETNEXT per OID); PollError names what failed."""
+        t = state.target
+        client = self._v2c if t.credentials.version == "v2c" else self._v3
+        assert client is not None
+        return await client.bulk(t, oids, 0 if reps else len(oids), reps,
+                                 1 if probe else t.retries + 1)
+
+    def _publish(self, state: _Target, ts_ns: int, samples: dec.Samples) -> None:
+        """Carry counters on, hand the frame to the sink, record a good poll."""
+        m = self.metrics
+        counters = state.tracker.update(samples)
+        m.wraps.inc(counters.wraps)
+        m.resets.inc(counters.resets)
+        if samples.malformed:
+            m.errors.labels("malformed_row").inc(samples.malformed)
+        error = ""
+        if samples.entities:
+            state.seq += 1
+            frame = dec.build_frame(state.target.device, ts_ns, state.seq, samples,
+                                    counters.values)
+            try:
+                self.sink.publish_frames([frame])
+                m.samples.inc(frame.n_samples)
+            except Exception as exc:  # the sink's failure, counted; the target is fine
+                m.errors.labels("publish").inc()
+                error = f"{state.target.where}: sink refused the frame: {exc}"
+            m.lag.observe(max(0.0, (time.time_ns() - ts_ns) / 1e9))
+        m.polls.labels("ok").inc()
+        self._set_status(state, replace(state.status, up=True, polls=state.status.polls + 1,
+                                        consecutive_failures=0, last_ok_ns=ts_ns,
+                                        last_error=error))
+
+    def _failed(self, state: _Target, exc: PollError) -> None:
+        m = self.metrics
+        m.polls.labels("timeout" if exc.timeout else "error").inc()
+        if exc.timeout:
+            m.timeouts.inc()
+        else:
+            m.errors.labels("poll").inc()
+        s = state.status
+        self._set_status(state, replace(s, up=False, polls=s.polls + 1, last_error=str(exc),
+                                        consecutive_failures=s.consecutive_failures + 1))
+
+    def _set_status(self, state: _Target, status: TargetStatus) -> None:
+        state.status = status
+        self.metrics.target_up.labels(status.device).set(1 if status.up else 0)
+        self.metrics.targets_up.set(sum(1 for s in self._targets.values() if s.status.up))
+
+
+def _plain(value: Any) -> int | bytes | None:
+    """A response value as int or bytes; None for exceptions and other types."""
+    if value.tagSet in _EXCEPTIONS:
+        return None
+    if isinstance(value, univ.Integer):
+        return int(value)
+    if isinstance(value, univ.OctetString):
+        return bytes(value.asOctets())
+    return None
+
+
+__all__ = ["PollError", "SnmpPoller", "SnmpPollerConfig", "SnmpTarget", "TargetStatus",
+           "targets_from_inventory"]
