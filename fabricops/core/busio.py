@@ -1,16 +1,20 @@
-"""Frames on the bus: a FrameSink that publishes them, and the decoder for consumers.
+"""Records on the bus: sinks that publish them, and decoders for consumers.
 
 A frame travels as one record of ``<prefix>telemetry.v1``, encoded with
 ``Frame.encode``, keyed by its device name, so one device's frames stay in order
-on one partition.
+on one partition. INT reports travel on ``<prefix>int.v1`` as ``IntBatch``
+records, one per sink switch, keyed by the sink's node id.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
 from fabricops.core.frame import Frame, FrameDecodeError
+from fabricops.core.intreport import IntBatch
 
 
 class BusFrameSink:
@@ -48,3 +52,18 @@ def frames_from_messages(
                 raise FrameDecodeError(reason) from exc
             rejects.append((msg, reason))
     return frames
+
+
+class BusIntSink:
+    """IntSink that publishes INT reports to the int topic, one record per sink switch."""
+
+    def __init__(self, bus: Bus, prefix: str = DEFAULT_PREFIX) -> None:
+        self.bus = bus
+        self.topic = topic_name(Topic.INT, prefix)
+
+    def publish_int(self, batch: IntBatch) -> None:
+        if batch.n_reports == 0:
+            return
+        for sink in sorted(set(batch.sink.tolist())):
+            part = batch.take(np.flatnonzero(batch.sink == sink))
+            self.bus.publish(self.topic, str(sink).encode(), [part.encode()])
