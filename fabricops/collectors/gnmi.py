@@ -1,0 +1,310 @@
+"""The gNMI subscriber collector: one STREAM / SAMPLE subscription per target.
+
+Each target's subscription runs as a task on the collector's own thread and
+event loop (grpc.aio). Every notification becomes a Frame
+(:mod:`fabricops.collectors.gnmi_mapping`) handed to the sink on that loop, so
+the sink must not block for long. When a subscription fails (target
+unreachable, refused, stream dropped, no first answer within
+``connect_timeout_s``, or silent for the stall timeout) the target is marked
+down with the error in its status and the collector resubscribes on a fresh
+channel after an exponential backoff with jitter, for ever. ``apply_policy``
+changes a target's sample interval and resubscribes it at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from prometheus_client import CollectorRegistry
+from pygnmi.spec.v080 import gnmi_pb2_grpc
+
+from fabricops.collectors.gnmi_config import (
+    GnmiCollectorConfig,
+    GnmiEndpoint,
+    PolicyBook,
+    call_metadata,
+    open_channel,
+    subscribe_request,
+)
+from fabricops.collectors.gnmi_mapping import NotificationMapper
+from fabricops.collectors.gnmi_metrics import GnmiMetrics
+from fabricops.core.records import SamplingPolicy
+from fabricops.core.sinks import FrameSink
+
+_REJECTED = {"INVALID_ARGUMENT", "NOT_FOUND", "UNIMPLEMENTED", "FAILED_PRECONDITION"}
+_AUTH = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
+
+
+@dataclass(frozen=True)
+class GnmiTargetStatus:
+    """A target's health as the collector sees it; ``last_error`` names the cause."""
+
+    device: str
+    address: str
+    up: bool
+    interval_s: float
+    last_error: str | None
+    reconnects: int
+    frames: int
+    samples: int
+    last_sample_ns: int | None
+
+
+class _SubscriptionFailedError(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Run:
+    """The mutable state of one target's subscription (touched on the loop thread only)."""
+
+    def __init__(self, endpoint: GnmiEndpoint) -> None:
+        self.endpoint = endpoint
+        self.mapper = NotificationMapper(endpoint.device)
+        self.interval_s = endpoint.sample_interval_s
+        self.call: Any = None
+        self.resubscribe = False
+        self.up = False
+        self.last_error: str | None = None
+        self.reconnects = self.frames = self.samples = self.seq = 0
+        self.last_sample_ns: int | None = None
+
+
+class GnmiCollector:
+    """Subscribes to every target of ``config`` and publishes their frames to ``sink``."""
+
+    def __init__(self, config: GnmiCollectorConfig, sink: FrameSink,
+                 registry: CollectorRegistry | None = None,
+                 rng: random.Random | None = None) -> None:
+        self.config = config
+        self.sink = sink
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self._metrics = GnmiMetrics(self.registry)
+        self._rng = rng or random.Random()
+        self._runs = {t.device: _Run(t) for t in config.targets}
+        self._policies = PolicyBook()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._stopped: asyncio.Event | None = None
+        self._closing = False
+        self._expiry: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        """Subscribe to every target on a new thread; returns at once."""
+        ready = threading.Event()
+        self._closing = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._run_loop, args=(ready,),
+                                        name="gnmi-collector", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def stop(self) -> None:
+        """Cancel every subscription and close their channels."""
+        loop, stopped = self._loop, self._stopped
+        if loop is not None and stopped is not None and self._thread is not None:
+            loop.call_soon_threadsafe(stopped.set)
+            self._thread.join(timeout=10)
+        self._loop = self._thread = self._stopped = None
+
+    def status(self) -> dict[str, GnmiTargetStatus]:
+        return {d: GnmiTargetStatus(d, r.endpoint.address, r.up, r.interval_s, r.last_error,
+                                    r.reconnects, r.frames, r.samples, r.last_sample_ns)
+                for d, r in self._runs.items()}
+
+    def apply_policy(self, policy: SamplingPolicy) -> None:
+        """Follow a sampling policy (see ``PolicyBook``); changed targets resubscribe at once."""
+        if not self._policies.offer(policy):
+            return
+        loop = self._loop
+        try:
+            if loop is not None:
+                loop.call_soon_threadsafe(self._follow_policies)
+                return
+        except RuntimeError:  # the loop closed under us: held for the next start
+            return
+        self._follow_policies()
+
+    def _follow_policies(self) -> None:
+        """Resubscribe targets whose interval changed; come back at the next expiry."""
+        now = time.time_ns()
+        for run in self._runs.values():
+            interval = self._policies.interval_s(run.endpoint.device,
+                                                 run.endpoint.sample_interval_s, now)
+            if interval != run.interval_s:
+                run.interval_s = interval
+                self._metrics.interval.labels(run.endpoint.device).set(interval)
+                run.resubscribe = True
+                if run.call is not None:
+                    run.call.cancel()
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        expiry = self._policies.next_expiry_ns(now)
+        if expiry is not None and self._loop is not None:
+            self._expiry = self._loop.call_later((expiry - now) / 1e9 + 0.001,
+                                                 self._follow_policies)
+
+    def _run_loop(self, ready: threading.Event) -> None:
+        assert self._loop is not None
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._loop.run_until_complete(self._main(ready))
+        finally:
+            self._loop.close()
+
+    async def _main(self, ready: threading.Event) -> None:
+        self._stopped = asyncio.Event()
+        self._follow_policies()
+        for run in self._runs.values():
+            self._metrics.interval.labels(run.endpoint.device).set(run.interval_s)
+            self._metrics.up.labels(run.endpoint.device).set(0)
+        tasks = [asyncio.create_task(self._follow(run)) for run in self._runs.values()]
+        ready.set()
+        await self._stopped.wait()
+        self._closing = True
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for run in self._runs.values():
+            self._mark(run, up=False)
+
+    async def _follow(self, run: _Run) -> None:
+        """Keep ``run`` subscribed until cancelled."""
+        failures = 0
+        while not self._closing:
+            delivered = await self._subscription(run)
+            if run.resubscribe:
+                run.resubscribe, failures = False, 0
+                continue
+            failures = 0 if delivered else failures + 1
+            await asyncio.sleep(self._backoff_s(failures))
+            run.reconnects += 1
+            self._metrics.reconnects.labels(run.endpoint.device).inc()
+
+    def _backoff_s(self, failures: int) -> float:
+        cfg = self.config
+        base = min(cfg.backoff_max_s, cfg.backoff_initial_s * 2.0 ** min(failures, 30))
+        return base * (1 + cfg.backoff_jitter * self._rng.uniform(-1, 1))
+
+    async def _subscription(self, run: _Run) -> bool:
+        """Run one subscription until it fails; True if it delivered anything."""
+        delivered, run.resubscribe = False, False
+        ep = run.endpoint
+        try:
+            channel = open_channel(ep, self.config.max_message_bytes)
+        except OSError as exc:
+            self._fail(run, "config", f"{ep.device}: {exc}")
+            return False
+        try:
+            call = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(metadata=call_metadata(ep),
+                                                             wait_for_ready=False)
+            run.call = call
+            timeout = self.config.connect_timeout_s
+            await self._timed(run, call.write(subscribe_request(ep, run.interval_s)), timeout)
+            while not self._closing:
+                response = await self._read(run, call, timeout)
+                delivered = True
+                timeout = self.config.stall_after_s(run.interval_s)
+                self._on_response(run, response)
+        except _SubscriptionFailedError as exc:
+            self._fail(run, exc.kind, str(exc))
+        except grpc.aio.AioRpcError as exc:
+            if not run.resubscribe:
+                self._fail(run, _kind(exc, delivered), f"{ep.device} at {ep.address}: "
+                           f"{exc.code().name}: {exc.details()}")
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if not run.resubscribe or (current is not None and current.cancelling()):
+                raise
+        except Exception as exc:  # never ends the target's loop; counted and shown
+            self._fail(run, "internal", f"{ep.device} at {ep.address}: {exc!r}")
+        finally:
+            run.call = None
+            await channel.close()
+        return delivered
+
+    async def _read(self, run: _Run, call: Any, timeout_s: float) -> Any:
+        response = await self._timed(run, call.read(), timeout_s)
+        if response is grpc.aio.EOF:
+            ep = run.endpoint
+            raise _SubscriptionFailedError(
+                "stream", f"{ep.device} at {ep.address}: the target ended the stream")
+        return response
+
+    async def _timed(self, run: _Run, step: Awaitable[Any], timeout_s: float) -> Any:
+        """Await ``step``; a timeout fails the subscription, naming the target."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                return await step
+        except TimeoutError:
+            ep = run.endpoint
+            raise _SubscriptionFailedError(
+                "timeout", f"{ep.device} at {ep.address}: no answer within {timeout_s:g} s"
+            ) from None
+
+    def _on_response(self, run: _Run, response: Any) -> None:
+        device = run.endpoint.device
+        self._mark(run, up=True)
+        if response.HasField("error"):
+            self._metrics.errors.labels(device, "target_error").inc()
+            return
+        if not response.HasField("update"):
+            return
+        received = time.time_ns()
+        m = self._metrics
+        try:
+            mapped = run.mapper.map(response.update, run.seq, received)
+        except Exception as exc:  # a notification that cannot make a frame is skipped
+            m.errors.labels(device, "bad_notification").inc()
+            run.last_error = f"{device}: notification skipped: {exc}"
+            return
+        m.updates.labels(device).inc(mapped.updates)
+        for kind, n in (("unmapped_path", mapped.unmapped), ("bad_value", mapped.bad_values),
+                        ("no_timestamp", int(mapped.no_timestamp))):
+            if n:
+                m.errors.labels(device, kind).inc(n)
+        if mapped.frame is None:
+            return
+        try:
+            self.sink.publish_frames([mapped.frame])
+        except Exception as exc:  # a failing sink is counted, never ends the subscription
+            m.errors.labels(device, "sink").inc()
+            run.last_error = f"{device}: sink refused a frame: {exc}"
+            return
+        run.seq += 1
+        run.frames += 1
+        run.samples += mapped.frame.n_samples
+        run.last_sample_ns = mapped.frame.ts_ns
+        m.observe_frame(device, mapped.frame, (time.time_ns() - received) / 1e9)
+
+    def _mark(self, run: _Run, *, up: bool) -> None:
+        if run.up != up:
+            run.up = up
+            self._metrics.up.labels(run.endpoint.device).set(int(up))
+        if up:
+            run.last_error = None
+
+    def _fail(self, run: _Run, kind: str, message: str) -> None:
+        self._mark(run, up=False)
+        run.last_error = message
+        self._metrics.errors.labels(run.endpoint.device, kind).inc()
+
+
+def _kind(exc: Any, delivered: bool) -> str:
+    code = exc.code().name
+    if code in _AUTH:
+        return "auth"
+    if code in _REJECTED:
+        return "rejected"
+    if code == "UNAVAILABLE" and not delivered:
+        return "unreachable"
+    return "stream"

@@ -1,0 +1,190 @@
+"""Configuration of the gNMI collector, the subscription it sends, and its channels."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import grpc
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pygnmi.spec.v080 import gnmi_pb2
+
+from fabricops.core.catalogue import Scope
+from fabricops.core.openconfig import OPENCONFIG, PathSyntaxError, parse_path
+from fabricops.core.records import SamplingPolicy
+
+DEFAULT_PATHS: Final = OPENCONFIG.subtrees(Scope.PORT)
+
+
+class GnmiEndpoint(BaseModel):
+    """One device reached over gNMI: where, as which target, what and how often."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    device: str = Field(min_length=1, description="Device id: frames' device, entity prefix")
+    address: str = Field(description="host:port of the gNMI server")
+    target: str | None = Field(default=None, description="prefix.target sent (default: device)")
+    paths: tuple[str, ...] = Field(default=DEFAULT_PATHS, min_length=1,
+                                   description="Subscribed paths (default: the catalogue's "
+                                   "interface, QoS and transceiver state containers)")
+    sample_interval_s: float = Field(default=10.0, gt=0, le=3600)
+    insecure: bool = Field(default=True, description="Plain-text gRPC (no TLS)")
+    ca_file: Path | None = Field(default=None, description="PEM roots to verify the server")
+    cert_file: Path | None = Field(default=None, description="PEM client certificate (mTLS)")
+    key_file: Path | None = Field(default=None, description="PEM client key (mTLS)")
+    tls_server_name: str | None = Field(default=None,
+                                        description="Name expected in the server certificate")
+    username: str | None = None
+    password: SecretStr | None = None
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"address {value!r} must be host:port with a port in 1..65535")
+        return value
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            try:
+                parse_path(path)
+            except PathSyntaxError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _pairs(self) -> GnmiEndpoint:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError(f"device {self.device!r}: cert_file and key_file go together")
+        if (self.username is None) != (self.password is None):
+            raise ValueError(f"device {self.device!r}: username and password go together")
+        return self
+
+    @property
+    def target_name(self) -> str:
+        return self.target or self.device
+
+
+class GnmiCollectorConfig(BaseModel):
+    """The targets, and how hard the collector tries to keep their subscriptions."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    targets: tuple[GnmiEndpoint, ...] = ()
+    connect_timeout_s: float = Field(default=5.0, gt=0,
+                                     description="Longest wait for a subscription's first answer")
+    stall_timeout_s: float | None = Field(
+        default=None, gt=0,
+        description="Resubscribe after this long without a message (default: the larger of "
+                    "10 s and 5 sample intervals)")
+    backoff_initial_s: float = Field(default=0.5, gt=0)
+    backoff_max_s: float = Field(default=30.0, gt=0)
+    backoff_jitter: float = Field(default=0.2, ge=0, lt=1,
+                                  description="Each delay is scaled by 1 +/- up to this")
+    max_message_bytes: int = Field(default=64 << 20, ge=1 << 20)
+
+    @model_validator(mode="after")
+    def _unique(self) -> GnmiCollectorConfig:
+        seen: set[str] = set()
+        for t in self.targets:
+            if t.device in seen:
+                raise ValueError(f"device {t.device!r} is listed twice")
+            seen.add(t.device)
+        return self
+
+    def stall_after_s(self, interval_s: float) -> float:
+        return self.stall_timeout_s or max(10.0, 5 * interval_s)
+
+
+def subscribe_request(endpoint: GnmiEndpoint, interval_s: float) -> Any:
+    """The ``gnmi.SubscribeRequest``: STREAM, PROTO encoding, SAMPLE every ``interval_s``."""
+    subscriptions = [
+        gnmi_pb2.Subscription(path=_gnmi_path(p), mode=gnmi_pb2.SAMPLE,
+                              sample_interval=round(interval_s * 1e9))
+        for p in endpoint.paths
+    ]
+    sub_list = gnmi_pb2.SubscriptionList(
+        prefix=gnmi_pb2.Path(target=endpoint.target_name), subscription=subscriptions,
+        mode=gnmi_pb2.SubscriptionList.STREAM, encoding=gnmi_pb2.PROTO)
+    return gnmi_pb2.SubscribeRequest(subscribe=sub_list)
+
+
+def _gnmi_path(text: str) -> Any:
+    elems = [gnmi_pb2.PathElem(name=e.name, key=dict(e.keys)) for e in parse_path(text)]
+    return gnmi_pb2.Path(elem=elems)
+
+
+def call_metadata(endpoint: GnmiEndpoint) -> Sequence[tuple[str, str]]:
+    """gRPC metadata carrying the endpoint's credentials (none if it has none)."""
+    if endpoint.username is None or endpoint.password is None:
+        return ()
+    return (("username", endpoint.username), ("password", endpoint.password.get_secret_value()))
+
+
+def open_channel(endpoint: GnmiEndpoint, max_message_bytes: int) -> Any:
+    """A new grpc.aio channel (plain text, or TLS with the endpoint's files).
+
+    OSError names a file that cannot be read. Must be called on the event loop
+    that will use the channel.
+    """
+    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", max_message_bytes)]
+    if endpoint.insecure:
+        return grpc.aio.insecure_channel(endpoint.address, options=options)
+    if endpoint.tls_server_name:
+        options.append(("grpc.ssl_target_name_override", endpoint.tls_server_name))
+    creds = grpc.ssl_channel_credentials(
+        root_certificates=_read(endpoint.ca_file), private_key=_read(endpoint.key_file),
+        certificate_chain=_read(endpoint.cert_file))
+    return grpc.aio.secure_channel(endpoint.address, creds, options=options)
+
+
+def _read(path: Path | None) -> bytes | None:
+    if path is None:
+        return None
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise OSError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+class PolicyBook:
+    """The sampling policies in force, by device (``*``: every device). Thread-safe.
+
+    A newer policy (by ``ts_ns``) replaces the one held for its device; an older
+    one is ignored. A device's own policy wins over ``*``; an expired one no
+    longer applies.
+    """
+
+    def __init__(self) -> None:
+        self._policies: dict[str, SamplingPolicy] = {}
+        self._lock = threading.Lock()
+
+    def offer(self, policy: SamplingPolicy) -> bool:
+        """Hold ``policy`` unless a newer one is held for its device; True if held."""
+        with self._lock:
+            held = self._policies.get(policy.device)
+            if held is not None and held.ts_ns > policy.ts_ns:
+                return False
+            self._policies[policy.device] = policy
+            return True
+
+    def interval_s(self, device: str, default_s: float, now_ns: int) -> float:
+        """The interval in force for ``device`` at ``now_ns`` (``default_s`` if none)."""
+        with self._lock:
+            for key in (device, "*"):
+                p = self._policies.get(key)
+                if p is not None and (p.expires_ns is None or p.expires_ns > now_ns):
+                    return p.interval_s
+        return default_s
+
+    def next_expiry_ns(self, now_ns: int) -> int | None:
+        """When the next policy held expires (after ``now_ns``), if any does."""
+        with self._lock:
+            times = [p.expires_ns for p in self._policies.values()
+                     if p.expires_ns is not None and p.expires_ns > now_ns]
+        return min(times, default=None)
