@@ -35,9 +35,9 @@ from multiprocessing.synchronize import Event
 import numpy as np
 from prometheus_client import CollectorRegistry
 
-from fabricops.collectors.inventory import SnmpCredentials
 from fabricops.collectors.snmp import SnmpPoller, SnmpPollerConfig, SnmpTarget
 from fabricops.core.frame import Frame
+from fabricops.core.inventory import SnmpCredentials
 from fabricops.core.sinks import ListSink
 from fabricops.simulator.agents.board import FrameBoard
 from fabricops.simulator.agents.snmp_agent import SnmpAgent, SnmpAgentConfig

@@ -9,6 +9,8 @@ from contextlib import contextmanager
 import typer
 from rich.console import Console
 
+from fabricops.core.bus import BusError
+from fabricops.core.inventory import InventoryError
 from fabricops.core.topology import TopologyError
 from fabricops.simulator.builders import BuilderError
 from fabricops.simulator.faults import FaultError
@@ -17,7 +19,8 @@ from fabricops.simulator.scenario import ScenarioError
 
 #: Errors that mean "your input is wrong", not "fabricops is broken".
 USER_ERRORS: tuple[type[Exception], ...] = (
-    ScenarioError, TopologyError, BuilderError, RunFileError, FaultError, ValueError, OSError,
+    ScenarioError, TopologyError, BuilderError, RunFileError, FaultError, InventoryError,
+    BusError, ValueError, OSError,
 )
 
 #: Exit code for bad input, the same one Click uses for a bad command line.

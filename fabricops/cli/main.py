@@ -7,6 +7,7 @@ import typer
 from fabricops import __version__
 from fabricops.cli import sim
 from fabricops.cli.tail import tail
+from fabricops.cli.up import collect, up
 
 app = typer.Typer(
     name="fabricops",
@@ -15,6 +16,8 @@ app = typer.Typer(
 )
 app.add_typer(sim.app, name="sim")
 app.command()(tail)
+app.command()(up)
+app.command()(collect)
 
 
 def _show_version(value: bool) -> None:

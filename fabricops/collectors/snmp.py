@@ -42,7 +42,7 @@ from pysnmp.hlapi.v3arch.asyncio import (
 from pysnmp.proto import errind, rfc1905
 
 from fabricops.collectors import snmp_decode as dec
-from fabricops.collectors.inventory import Inventory, SnmpCredentials
+from fabricops.core.inventory import Inventory, SnmpCredentials
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 from fabricops.core.snmp_mib import SYS_NAME, Column, Oid

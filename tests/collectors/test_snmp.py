@@ -18,7 +18,6 @@ from pysnmp.proto import rfc1902, rfc1905
 from pysnmp.proto.api import v2c
 
 from fabricops.collectors import snmp_decode as dec
-from fabricops.collectors.inventory import SnmpCredentials, inventory_from_dict
 from fabricops.collectors.snmp import (
     SnmpPoller,
     SnmpPollerConfig,
@@ -28,6 +27,7 @@ from fabricops.collectors.snmp import (
 from fabricops.core import snmp_mib as mib
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame, Source
+from fabricops.core.inventory import SnmpCredentials, inventory_from_dict
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import ListSink
 from fabricops.simulator.agents.board import FrameBoard

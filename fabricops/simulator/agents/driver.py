@@ -39,11 +39,11 @@ class SimulationDriver:
         self._calls: queue.Queue[tuple[Callable[[Simulator], Any], Future[Any]]] = queue.Queue()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._hooks: list[Callable[[Simulator], None]] = []
+        self._hooks: list[Callable[[Simulator], object]] = []
         self.hook_errors = 0
         self.ticks = 0
 
-    def add_tick_hook(self, hook: Callable[[Simulator], None]) -> None:
+    def add_tick_hook(self, hook: Callable[[Simulator], object]) -> None:
         """Run ``hook(sim)`` on the driver thread after every tick (an INT exporter, say).
 
         A hook that raises is counted in ``hook_errors``; the fabric keeps running.

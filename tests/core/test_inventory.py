@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricops.collectors.inventory import InventoryError, load_inventory
+from fabricops.core.inventory import InventoryError, load_inventory
 
 GOOD = """
 defaults: {interval_s: 5}

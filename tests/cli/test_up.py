@@ -1,0 +1,52 @@
+"""``fabricops up`` runs the fabric and its collectors; ``collect`` refuses bad input clearly."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fabricops.cli.main import app
+
+ENV = {"COLUMNS": "200", "FORCE_COLOR": ""}
+
+
+def test_up_collects_every_protocol_from_the_simulated_fabric(tmp_path: Path) -> None:
+    scenario = tmp_path / "small.yaml"
+    scenario.write_text(
+        "name: small\nseed: 1\nduration_s: 10\n"
+        "topology: {builder: leaf_spine, params: {gpus: 64}}\n"
+        "jobs: [{name: job-a, hosts: 6, compute_s: 0.0, comm_bytes_per_nic: 1.0e+15}]\n")
+    result = CliRunner().invoke(app, ["up", str(scenario), "--duration", "4", "--speed", "5",
+                                      "--snmp-interval", "1"], env=ENV)
+    assert result.exit_code == 0, result.output
+    line = " ".join(result.stderr.split())
+    snmp = re.search(r"snmp (\d+)/(\d+) up ([\d,]+) frames", line)
+    gnmi = re.search(r"gnmi (\d+)/(\d+) up ([\d,]+) frames", line)
+    reports = re.search(r"int ([\d,]+) reports", line)
+    assert snmp is not None, line
+    assert gnmi is not None, line
+    assert reports is not None, line
+    assert snmp.group(1) == snmp.group(2), "every SNMP target answered"
+    assert gnmi.group(1) == gnmi.group(2), "every gNMI target streamed"
+    assert int(snmp.group(2)) >= 2
+    assert int(gnmi.group(3).replace(",", "")) >= int(gnmi.group(2))
+    assert int(reports.group(1).replace(",", "")) > 0
+
+
+def test_collect_names_a_misspelled_inventory_key(tmp_path: Path) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text("targets:\n  - {device: leaf-0, protocol: snmp, address: '127.0.0.1:161',"
+                   " snmp: {comunity: public}}\n")
+    result = CliRunner().invoke(app, ["collect", "snmp", "-i", str(inv), "--bus", "memory"],
+                                env=ENV)
+    assert result.exit_code == 2
+    assert "snmp.comunity: unknown key (did you mean 'community'?)" in result.stderr
+
+
+def test_collect_refuses_an_unknown_protocol(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["collect", "netconf", "-i", str(tmp_path / "x.yaml")],
+                                env=ENV)
+    assert result.exit_code == 2
+    assert "unknown protocol 'netconf'" in result.stderr
