@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -9,7 +10,7 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, Consumer, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Topic, topic_name
 from fabricops.core.records import SamplingPolicy
 
 
@@ -35,10 +36,14 @@ class PolicyListener:
                                registry=reg)
         self.rejected = Counter("fabricops_policy_rejected", "control.v1 records not understood",
                                 registry=reg)
+        self.bus_errors = Counter("fabricops_policy_bus_errors",
+                                  "Polls that failed because the bus was unreachable",
+                                  registry=reg)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        """Join the group (BusError if the bus cannot be reached now) and start listening."""
         consumer = self.bus.subscribe([self.topic], self.group)
         self._thread = threading.Thread(target=self._run, args=(consumer,),
                                         name="policy-listener", daemon=True)
@@ -50,14 +55,23 @@ class PolicyListener:
             self._thread.join(timeout=5)
             self._thread = None
 
-    def _run(self, consumer: Consumer) -> None:
-        try:
-            while not self._stop.is_set():
+    def _run(self, consumer: Consumer | None) -> None:
+        """Poll until stopped; a bus that goes away is counted, waited out and rejoined."""
+        backoff = 0.5
+        while not self._stop.is_set():
+            try:
+                if consumer is None:
+                    consumer = self.bus.subscribe([self.topic], self.group)
                 for msg in consumer.poll(timeout_s=0.5):
                     self._apply(msg.value)
                 consumer.commit()
-        finally:
-            consumer.close()
+                backoff = 0.5
+            except BusError:
+                self.bus_errors.inc()
+                consumer = _close_quietly(consumer)
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+        _close_quietly(consumer)
 
     def _apply(self, value: bytes) -> None:
         try:
@@ -68,3 +82,10 @@ class PolicyListener:
         for collector in self.collectors:
             collector.apply_policy(policy)
         self.applied.inc()
+
+
+def _close_quietly(consumer: Consumer | None) -> None:
+    if consumer is not None:
+        with contextlib.suppress(BusError):
+            consumer.close()
+    return None
