@@ -68,7 +68,8 @@ class PolicyListener:
                 backoff = 0.5
             except BusError:
                 self.bus_errors.inc()
-                consumer = _close_quietly(consumer)
+                _close_quietly(consumer)
+                consumer = None
                 self._stop.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
         _close_quietly(consumer)
@@ -88,4 +89,3 @@ def _close_quietly(consumer: Consumer | None) -> None:
     if consumer is not None:
         with contextlib.suppress(BusError):
             consumer.close()
-    return None

@@ -100,9 +100,11 @@ def _stop(fabric: SimulatedFabric, collection: Collection) -> None:
     fabric.stop()
 
 
-def test_every_published_frame_and_report_is_consumed(kafka_broker: str) -> None:
+def test_every_published_frame_and_report_is_consumed(
+    restartable_kafka_broker: TansuBroker,
+) -> None:
     prefix = f"e2e{uuid.uuid4().hex[:6]}."
-    bus = KafkaBus(bus_config(kafka_broker), CollectorRegistry())
+    bus = KafkaBus(bus_config(restartable_kafka_broker.bootstrap), CollectorRegistry())
     bus.start()
     fabric = _fabric()
     try:

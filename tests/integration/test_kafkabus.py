@@ -75,7 +75,8 @@ def test_group_of_two_shares_64_devices_frames_at_least_once(
     kafka_bus: KafkaBus, prefix: str
 ) -> None:
     topic = topic_name(Topic.TELEMETRY, prefix)
-    a, b = kafka_bus.subscribe([topic], "pipeline"), kafka_bus.subscribe([topic], "pipeline")
+    group = f"{prefix}pipeline"
+    a, b = kafka_bus.subscribe([topic], group), kafka_bus.subscribe([topic], group)
     poll_until([a, b], lambda _: bool(a.assignment() and b.assignment()), 30)
     assert a.assignment()
     assert a.assignment().isdisjoint(b.assignment())
@@ -102,7 +103,7 @@ def test_group_of_two_shares_64_devices_frames_at_least_once(
     assert sorted(ids(frames_from_messages(first_try[0] + first_try[1]))) == sorted(ids(resent))
     a.close()  # a deliberate restart without commit: the last batch comes again
     b.close()
-    c = kafka_bus.subscribe([topic], "pipeline")
+    c = kafka_bus.subscribe([topic], group)
     again = poll_until([c], lambda r: len(r[0]) >= len(resent), 30)[0]
     assert sorted(ids(frames_from_messages(again))) == sorted(ids(resent))
     assert c.poll(timeout_s=1.0) == []
