@@ -116,7 +116,8 @@ def up(
             fabric.stop()
             bus.flush(10.0)
             bus.stop()
-    console.print(_status_line(final, sim.time_s, duration))
+    if not stderr_is_terminal():
+        console.print(_status_line(final, sim.time_s, duration))
 
 
 def collect(
@@ -148,4 +149,5 @@ def collect(
             collection.stop()
             bus.flush(10.0)
             bus.stop()
-    console.print(_status_line(final, None, duration))
+    if not stderr_is_terminal():
+        console.print(_status_line(final, None, duration))
