@@ -77,7 +77,7 @@ def test_group_of_two_shares_64_devices_frames_at_least_once(
     topic = topic_name(Topic.TELEMETRY, prefix)
     group = f"{prefix}pipeline"
     a, b = kafka_bus.subscribe([topic], group), kafka_bus.subscribe([topic], group)
-    poll_until([a, b], lambda _: bool(a.assignment() and b.assignment()), 30)
+    poll_until([a, b], lambda _: bool(a.assignment() and b.assignment()), 90)
     assert a.assignment()
     assert a.assignment().isdisjoint(b.assignment())
 
