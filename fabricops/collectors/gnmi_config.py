@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, m
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricops.core.catalogue import Scope
+from fabricops.core.inventory import check_host_port
 from fabricops.core.openconfig import OPENCONFIG, PathSyntaxError, parse_path
 from fabricops.core.records import SamplingPolicy
 
@@ -42,10 +43,7 @@ class GnmiEndpoint(BaseModel):
     @field_validator("address")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"address {value!r} must be host:port with a port in 1..65535")
-        return value
+        return check_host_port(value)
 
     @field_validator("paths")
     @classmethod

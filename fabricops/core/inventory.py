@@ -24,6 +24,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
+def check_host_port(value: str) -> str:
+    """Return ``value`` if it is ``host:port`` with a port in 1..65535, else ValueError."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"address {value!r} must be host:port with a port in 1..65535")
+    return value
+
+
 class InventoryError(ValueError):
     """An inventory that cannot be used; the message names file, entry and key."""
 
@@ -66,10 +74,7 @@ class Target(_Strict):
     @field_validator("address")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"address {value!r} must be host:port with a port in 1..65535")
-        return value
+        return check_host_port(value)
 
     def host_port(self) -> tuple[str, int]:
         host, _, port = self.address.rpartition(":")
