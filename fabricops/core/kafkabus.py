@@ -183,6 +183,17 @@ class KafkaBus:
     # -- sender thread ------------------------------------------------------------------
 
     def _run(self) -> None:
+        """The sender loop; an unexpected error is counted and the loop goes on."""
+        while True:
+            try:
+                self._send_loop()
+                return
+            except Exception as exc:
+                self._note_error("sender loop failed; restarting it", exc)
+                self._rebuild = True
+                time.sleep(self.config.retry_backoff_ms / 1000)
+
+    def _send_loop(self) -> None:
         stop_deadline: float | None = None
         while True:
             batch, retrying = self._next_batch()
@@ -281,7 +292,10 @@ class KafkaBus:
             producer.flush(timeout=timeout_s)
         except kerr.KafkaError as exc:
             self._note_error("records undelivered when the producer closed", exc)
-        producer.close(timeout=timeout_s)
+        try:
+            producer.close(timeout=timeout_s)
+        except kerr.KafkaError as exc:  # close flushes again; what it drops fails and is retried
+            self._note_error("producer did not close cleanly", exc)
 
     def _note_error(self, what: str, exc: BaseException) -> None:
         self.last_error = f"Kafka at {self.config.bootstrap_servers}: {what}: {exc!r}"

@@ -130,11 +130,6 @@ def test_every_published_frame_and_report_is_consumed(
     assert reports == status.int_reports
 
 
-@pytest.mark.xfail(run=False, strict=True, reason=(
-    "open: with the whole collector stack publishing, KafkaBus re-sends after a Tansu "
-    "restart keep expiring (short delivery timeout) or are acknowledged into topics the "
-    "memory-storage broker forgot (long timeout); the bus alone passes the same outage "
-    "(tests/integration/test_kafkabus.py)"))
 def test_broker_outage_loses_nothing_published_meanwhile(
     restartable_kafka_broker: TansuBroker,
 ) -> None:
