@@ -14,10 +14,10 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
-app.add_typer(sim.app, name="sim")
-app.command()(tail)
 app.command()(up)
 app.command()(collect)
+app.command()(tail)
+app.add_typer(sim.app, name="sim")
 
 
 def _show_version(value: bool) -> None:
@@ -36,7 +36,12 @@ def root(
 ) -> None:
     """Telemetry and automated operations for RoCE fabrics that train large AI models.
 
-    Start by simulating the demo fabric (512 GPUs, one job, a gray link):
+    Start with the whole stack on a simulated fabric (512 GPUs, one job, a gray
+    link), collected over SNMP, gNMI and INT:
+
+        fabricops up --duration 60
+
+    Or simulate a scenario offline and read its summary and run file:
 
         fabricops sim run --preset demo -o demo.run.gz
     """
