@@ -12,48 +12,28 @@ states and sensor values, and only the columns the device has.
 SNMPv2c goes through a small native client: one UDP socket for every target,
 answers matched by request-id and parsed by ``snmp_decode`` (pyasn1 decoding costs
 ~80 us per varbind, the native parser ~1 us). SNMPv3 (USM) goes through pysnmp.
+Both clients are in :mod:`fabricops.collectors.snmp_transport`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-from pyasn1.type import univ
+from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pysnmp.carrier.asyncio.dgram import udp
-from pysnmp.entity import config as snmp_config
-from pysnmp.hlapi.v3arch.asyncio import (
-    ContextData,
-    ObjectIdentity,
-    ObjectType,
-    SnmpEngine,
-    UdpTransportTarget,
-    UsmUserData,
-    bulk_cmd,
-)
-from pysnmp.proto import errind, rfc1905
 
 from fabricops.collectors import snmp_decode as dec
+from fabricops.collectors.snmp_metrics import SnmpMetrics
+from fabricops.collectors.snmp_transport import PollError, V2cClient, V3Client
 from fabricops.core.inventory import Inventory, SnmpCredentials
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 from fabricops.core.snmp_mib import SYS_NAME, Column, Oid
-
-_AUTH = {"SHA": snmp_config.USM_AUTH_HMAC96_SHA, "SHA256": snmp_config.USM_AUTH_HMAC192_SHA256,
-         "MD5": snmp_config.USM_AUTH_HMAC96_MD5}
-_PRIV = {"AES": snmp_config.USM_PRIV_CFB128_AES, "AES256": snmp_config.USM_PRIV_CFB256_AES,
-         "DES": snmp_config.USM_PRIV_CBC56_DES}
-_EXCEPTIONS = (rfc1905.NoSuchObject.tagSet, rfc1905.NoSuchInstance.tagSet,
-               rfc1905.EndOfMibView.tagSet)
-_RCVBUF_BYTES = 8 << 20  # answers of many targets may arrive while one is parsed
 
 
 class SnmpTarget(BaseModel):
@@ -134,110 +114,6 @@ class TargetStatus:
     last_error: str = ""
 
 
-class PollError(Exception):
-    """A poll that failed; the message names the target and the cause."""
-
-    def __init__(self, message: str, timeout: bool) -> None:
-        super().__init__(message)
-        self.timeout = timeout
-
-
-class _V2cClient(asyncio.DatagramProtocol):
-    """SNMPv2c GETBULK over one UDP socket for every target; answers matched by id."""
-
-    def __init__(self, on_malformed: Callable[[], None]) -> None:
-        self.transport: asyncio.DatagramTransport | None = None
-        self._pending: dict[int, asyncio.Future[dec.Response]] = {}
-        self._next_id = random.randrange(1, 1 << 30)
-        self._on_malformed = on_malformed
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.DatagramTransport, transport)
-        sock = transport.get_extra_info("socket")
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RCVBUF_BYTES)
-
-    def datagram_received(self, data: bytes, addr: Any) -> None:
-        try:
-            response = dec.decode_response(data)
-        except dec.SnmpDecodeError:
-            self._on_malformed()
-            return
-        future = self._pending.pop(response.request_id, None)
-        if future is not None and not future.done():
-            future.set_result(response)
-
-    async def bulk(self, t: SnmpTarget, oids: list[Oid], non_repeaters: int, reps: int,
-                   tries: int) -> list[dec.Row]:
-        """One GETBULK to ``t``; PollError if no answer in ``tries`` or an error-status."""
-        assert self.transport is not None
-        community = (t.credentials.community or "").encode()
-        for _ in range(tries):
-            self._next_id = self._next_id % ((1 << 31) - 1) + 1
-            rid = self._next_id
-            future: asyncio.Future[dec.Response] = asyncio.get_running_loop().create_future()
-            self._pending[rid] = future
-            self.transport.sendto(
-                dec.encode_getbulk(community, rid, oids, non_repeaters, reps), (t.host, t.port))
-            try:
-                async with asyncio.timeout(t.timeout_s):
-                    response = await future
-            except TimeoutError:
-                continue
-            finally:
-                self._pending.pop(rid, None)
-            if response.error_status:
-                raise PollError(f"{t.where}: agent answered error-status "
-                                f"{response.error_status} at varbind {response.error_index}",
-                                False)
-            return response.rows
-        raise PollError(f"{t.where}: no answer in {tries} tries of {t.timeout_s} s", True)
-
-
-class _V3Client:
-    """SNMPv3 (USM) GETBULK through pysnmp, one engine for every target."""
-
-    def __init__(self) -> None:
-        self.engine = SnmpEngine()
-        self._peers: dict[str, tuple[Any, Any, Any, Any]] = {}
-
-    async def connect(self, t: SnmpTarget) -> None:
-        """Credentials, context and transports (with and without retries) of ``t``."""
-        c = t.credentials
-        auth = UsmUserData(c.user, c.auth_key, c.priv_key, authProtocol=_AUTH[c.auth_protocol],
-                           privProtocol=_PRIV[c.priv_protocol])
-        context = ContextData(contextName=(c.context or "").encode())
-        address = (t.host, t.port)
-        self._peers[t.device] = (
-            auth, context,
-            await UdpTransportTarget.create(address, timeout=t.timeout_s, retries=t.retries),
-            await UdpTransportTarget.create(address, timeout=t.timeout_s, retries=0))
-
-    def close(self) -> None:
-        """Close the engine's socket first, so no late answer reaches a closed engine."""
-        transport = snmp_config.get_transport(self.engine, udp.DOMAIN_NAME)
-        if transport is not None:
-            transport.close_transport()
-        self.engine.close_dispatcher()
-
-    async def bulk(self, t: SnmpTarget, oids: list[Oid], non_repeaters: int, reps: int,
-                   tries: int) -> list[dec.Row]:
-        auth, context, transport, once = self._peers[t.device]
-        try:
-            ind, status, index, varbinds = await bulk_cmd(
-                self.engine, auth, transport if tries > 1 else once, context, non_repeaters,
-                reps, *(ObjectType(ObjectIdentity(oid)) for oid in oids), lookupMib=False)
-        except Exception as exc:  # pysnmp raises for unusable responses; named here
-            raise PollError(f"{t.where}: {type(exc).__name__}: {exc}", False) from exc
-        if ind:
-            timeout = isinstance(ind, errind.RequestTimedOut)
-            cause = f"no answer in {tries} tries of {t.timeout_s} s" if timeout else str(ind)
-            raise PollError(f"{t.where}: {cause}", timeout)
-        if status:
-            raise PollError(f"{t.where}: agent answered {status.prettyPrint()} at "
-                            f"varbind {int(index)}", False)
-        return [(tuple(name), _plain(value)) for name, value in varbinds]
-
-
 @dataclass
 class _Target:
     target: SnmpTarget
@@ -251,24 +127,6 @@ class _Target:
     wake: asyncio.Event | None = None
 
 
-class _Metrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        r, p = registry, "fabricops_snmp_"
-        self.targets_up = Gauge(f"{p}targets_up", "Targets answering", registry=r)
-        self.target_up = Gauge(f"{p}target_up", "1 if the target answers", ["target"],
-                               registry=r)
-        self.polls = Counter(f"{p}polls", "Polls by result", ["result"], registry=r)
-        self.samples = Counter(f"{p}samples", "Samples published", registry=r)
-        self.varbinds = Counter(f"{p}varbinds", "Variable bindings received", registry=r)
-        self.timeouts = Counter(f"{p}timeouts", "Polls that timed out", registry=r)
-        self.errors = Counter(f"{p}errors", "Errors by cause", ["cause"], registry=r)
-        self.duration = Histogram(f"{p}poll_duration_seconds", "Walk duration", registry=r)
-        self.lag = Histogram(f"{p}publish_lag_seconds", "Collection to publish",
-                             buckets=(.001, .005, .01, .05, .1, .5, 1, 5), registry=r)
-        self.wraps = Counter(f"{p}counter_wraps", "Counter32 wraps carried", registry=r)
-        self.resets = Counter(f"{p}counter_resets", "Counters that went back", registry=r)
-
-
 class SnmpPoller:
     """Polls ``config.targets`` and publishes one frame per successful poll to ``sink``.
 
@@ -280,7 +138,7 @@ class SnmpPoller:
                  registry: CollectorRegistry | None = None) -> None:
         self.config = config
         self.sink = sink
-        self.metrics = _Metrics(registry if registry is not None else CollectorRegistry())
+        self.metrics = SnmpMetrics(registry if registry is not None else CollectorRegistry())
         self._targets = {t.device: _Target(t, TargetStatus(t.device)) for t in config.targets}
         self._policies: dict[str, SamplingPolicy] = {}
         self._lock = threading.Lock()
@@ -288,8 +146,8 @@ class SnmpPoller:
         self._thread: threading.Thread | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
-        self._v2c: _V2cClient | None = None
-        self._v3: _V3Client | None = None
+        self._v2c: V2cClient | None = None
+        self._v3: V3Client | None = None
         self._walks: asyncio.Semaphore | None = None
         self._probes: asyncio.Semaphore | None = None
 
@@ -350,11 +208,11 @@ class SnmpPoller:
         self._probes = asyncio.Semaphore(self.config.max_probes_in_flight)
         malformed = self.metrics.errors.labels("malformed_datagram").inc
         _, self._v2c = await loop.create_datagram_endpoint(
-            lambda: _V2cClient(malformed), family=socket.AF_INET)
+            lambda: V2cClient(malformed), family=socket.AF_INET)
         for state in self._targets.values():
             state.lock, state.wake = asyncio.Lock(), asyncio.Event()
             if state.target.credentials.version == "v3":
-                self._v3 = self._v3 or _V3Client()
+                self._v3 = self._v3 or V3Client()
                 await self._v3.connect(state.target)
         if schedule:
             n = max(1, len(self._targets))
@@ -522,17 +380,6 @@ class SnmpPoller:
         state.status = status
         self.metrics.target_up.labels(status.device).set(1 if status.up else 0)
         self.metrics.targets_up.set(sum(1 for s in self._targets.values() if s.status.up))
-
-
-def _plain(value: Any) -> int | bytes | None:
-    """A response value as int or bytes; None for exceptions and other types."""
-    if value.tagSet in _EXCEPTIONS:
-        return None
-    if isinstance(value, univ.Integer):
-        return int(value)
-    if isinstance(value, univ.OctetString):
-        return bytes(value.asOctets())
-    return None
 
 
 __all__ = ["PollError", "SnmpPoller", "SnmpPollerConfig", "SnmpTarget", "TargetStatus",

@@ -1,0 +1,28 @@
+"""Prometheus metrics of the SNMP poller."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class SnmpMetrics:
+    """Series of the SNMP poller: target health, polls, samples, errors, lag."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, p = registry, "fabricops_snmp_"
+        self.targets_up = Gauge(f"{p}targets_up", "Targets answering", registry=r)
+        self.target_up = Gauge(f"{p}target_up", "1 if the target answers", ["target"],
+                               registry=r)
+        self.polls = Counter(f"{p}polls", "Polls by result", ["result"], registry=r)
+        self.samples = Counter(f"{p}samples", "Samples published", registry=r)
+        self.varbinds = Counter(f"{p}varbinds", "Variable bindings received", registry=r)
+        self.timeouts = Counter(f"{p}timeouts", "Polls that timed out", registry=r)
+        self.errors = Counter(f"{p}errors", "Errors by cause", ["cause"], registry=r)
+        self.duration = Histogram(f"{p}poll_duration_seconds", "Walk duration", registry=r)
+        self.lag = Histogram(f"{p}publish_lag_seconds", "Collection to publish",
+                             buckets=(.001, .005, .01, .05, .1, .5, 1, 5), registry=r)
+        self.wraps = Counter(f"{p}counter_wraps", "Counter32 wraps carried", registry=r)
+        self.resets = Counter(f"{p}counter_resets", "Counters that went back", registry=r)
+
+
+__all__ = ["SnmpMetrics"]
