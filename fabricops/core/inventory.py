@@ -20,8 +20,9 @@ import difflib
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fabricops.core.yamlfile import read_yaml
 
 
 def check_host_port(value: str) -> str:
@@ -138,10 +139,4 @@ def inventory_from_dict(doc: Any, source: str = "inventory") -> Inventory:
 def load_inventory(path: str | Path) -> Inventory:
     """Read and validate an inventory YAML file."""
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InventoryError(f"{p}: cannot read inventory: {exc.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise InventoryError(f"{p}: not valid YAML: {exc}") from None
-    return inventory_from_dict(doc, str(p))
+    return inventory_from_dict(read_yaml(p, "inventory", InventoryError), str(p))

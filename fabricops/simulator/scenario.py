@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fabricops.core.topology import Topology, TopologyError, load_topology
+from fabricops.core.yamlfile import read_yaml
 from fabricops.simulator.builders import BuilderError, build
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultError, FaultSpec, parse_fault
@@ -85,13 +86,7 @@ def scenario_from_dict(doc: Any, source: str = "scenario") -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario YAML (or JSON) file."""
     p = Path(path)
-    try:
-        doc = yaml.safe_load(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ScenarioError(f"{p}: cannot read scenario: {exc.strerror}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"{p}: not valid YAML: {exc}") from None
-    scenario = scenario_from_dict(doc, str(p))
+    scenario = scenario_from_dict(read_yaml(p, "scenario", ScenarioError), str(p))
     ref = scenario.topology
     if ref.file is not None and not ref.file.is_absolute():
         scenario = scenario.model_copy(
