@@ -97,10 +97,6 @@ class Router:
         # distances *to* a target: the switch graph is symmetric, links are up or down as a whole
         self.dist = np.where(np.isfinite(d), d, UNREACHABLE).astype(np.int16)
 
-    def nic_switch(self, nics: I32) -> I32:
-        """Switch ordinal each NIC (by NIC ordinal) is attached to."""
-        return self._nic_switch[nics]
-
     def max_hops(self) -> int:
         finite = self.dist[self.dist < UNREACHABLE]
         return int(finite.max(initial=0)) + 2

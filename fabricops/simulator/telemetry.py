@@ -67,10 +67,6 @@ class Telemetry:
         row: U64 = self.port_counters[self._row[name]]
         return row
 
-    def nic_counter(self, name: str) -> U64:
-        row: U64 = self.nic_counters[self._nrow[name]]
-        return row
-
     def gauge(self, name: str) -> F64:
         row: F64 = self.port_gauges[PORT_GAUGES.index(name)]
         return row

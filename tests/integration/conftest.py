@@ -19,9 +19,20 @@ from pathlib import Path
 
 import pytest
 
+from fabricops.core.kafkabus import KafkaBusConfig
 from tests.conftest import missing_peer
 
 READY_TIMEOUT_S = 15.0
+
+
+def bus_config(bootstrap: str, **overrides: object) -> KafkaBusConfig:
+    """Short group and connect timeouts, so joins and failures take seconds."""
+    base: dict[str, object] = {
+        "bootstrap_servers": bootstrap, "max_poll_interval_ms": 3000,
+        "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
+        "connect_timeout_ms": 2000, "linger_ms": 5,
+    }
+    return KafkaBusConfig.model_validate(base | overrides)
 
 
 def tansu_program() -> Path:

@@ -27,8 +27,7 @@ from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 
-from .conftest import TansuBroker, free_port
-from .test_kafkabus import bus_config
+from .conftest import TansuBroker, bus_config, free_port
 
 pytestmark = pytest.mark.integration
 Key = tuple[str, str, int]

@@ -16,24 +16,14 @@ from prometheus_client import CollectorRegistry
 from fabricops.core.bus import BusError, Consumer, Message, Topic, topic_name
 from fabricops.core.busio import BusFrameSink, frames_from_messages
 from fabricops.core.frame import Frame
-from fabricops.core.kafkabus import KafkaBus, KafkaBusConfig
-from tests.integration.conftest import TansuBroker, free_port
+from fabricops.core.kafkabus import KafkaBus
+from tests.integration.conftest import TansuBroker, bus_config, free_port
 
 pytestmark = pytest.mark.integration
 
 DEVICES = [f"leaf-{i // 8}-{i % 8}" for i in range(64)]
 METRICS = ["in_octets", "out_octets", "temperature_c"]
 FrameId = tuple[str, int]
-
-
-def bus_config(bootstrap: str, **overrides: object) -> KafkaBusConfig:
-    """Short group and connect timeouts, so joins and failures take seconds."""
-    base: dict[str, object] = {
-        "bootstrap_servers": bootstrap, "max_poll_interval_ms": 3000,
-        "session_timeout_ms": 6000, "heartbeat_interval_ms": 1000,
-        "connect_timeout_ms": 2000, "linger_ms": 5,
-    }
-    return KafkaBusConfig.model_validate(base | overrides)
 
 
 def frame(device: str, seq: int) -> Frame:
