@@ -55,9 +55,10 @@ class Message:
 
 
 class Consumer(Protocol):
-    """A member of a consumer group."""
+    """A member of a consumer group; one thread polls it (one thread per member)."""
 
-    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]: ...
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        """Records from the owned partitions; may wait longer while the member joins."""
 
     def commit(self) -> None:
         """Mark everything polled so far as done (call after the work is durable)."""

@@ -10,6 +10,7 @@ A ``TopicCreator`` creates topics with the admin client on first use.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
@@ -53,6 +54,8 @@ class KafkaBusConfig(BaseModel):
     max_poll_interval_ms: int = Field(default=300_000, ge=1000, description="Also rebalance wait")
     auto_offset_reset: Literal["earliest", "latest"] = "earliest"
     commit_timeout_ms: int = Field(default=10_000, ge=100, description="Longest commit wait")
+    join_wait_ms: int = Field(default=10_000, ge=0,
+                              description="Longest a poll waits for a group join to finish")
 
     @model_validator(mode="after")
     def _timeouts_fit(self) -> KafkaBusConfig:
@@ -180,10 +183,28 @@ class KafkaGroupConsumer:
         self._next: dict[tuple[str, int], int] = {}
 
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
-        """Records from the owned partitions; waits up to ``timeout_s`` for some."""
+        """Records from the owned partitions; waits up to ``timeout_s`` for some.
+
+        While this member owns no partition (it is joining the group, or
+        rejoining in a rebalance) the call keeps polling until the join is done,
+        for at most ``join_wait_ms``: kafka-python 3.0 drops a JoinGroup answer
+        that arrives between two polls and sends a new JoinGroup, which restarts
+        the rebalance for every member. So each member needs a thread of its own:
+        members polled in turn from one thread wait on each other's joins.
+        """
+        start = time.monotonic()
+        join_deadline = start + self._config.join_wait_ms / 1000
+        deadline = start + timeout_s
         try:
-            batches = self._consumer.poll(timeout_ms=int(timeout_s * 1000),
-                                          max_records=max_records)
+            while True:
+                now = time.monotonic()
+                wait_s = deadline - now if now < deadline else min(0.5, join_deadline - now)
+                batches = self._consumer.poll(timeout_ms=max(int(wait_s * 1000), 0),
+                                              max_records=max_records)
+                now = time.monotonic()
+                if batches or now >= join_deadline or (
+                        now >= deadline and self._consumer.assignment()):
+                    break
         except (kerr.KafkaError, OSError) as exc:
             raise self._error("poll", exc) from exc
         out = [Message(r.topic, r.partition, r.offset, r.key or b"", r.value or b"",

@@ -13,12 +13,14 @@ import os
 import socket
 import stat
 import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from fabricops.core.bus import Consumer, Message
 from fabricops.core.kafkabus import KafkaBusConfig
 from tests.conftest import missing_peer
 
@@ -124,3 +126,32 @@ def restartable_kafka_broker(tansu_path: Path, tmp_path: Path) -> Iterator[Tansu
     broker.start()
     yield broker
     broker.stop()
+
+
+def poll_until(members: list[Consumer], done: Callable[[list[list[Message]]], bool],
+               timeout_s: float, commit: bool = False) -> list[list[Message]]:
+    """Poll every member from a thread of its own, as separate workers would, until
+    ``done(received)`` is true or ``timeout_s`` passes; the threads end before return.
+
+    With ``commit`` each member commits after every poll, in its own thread.
+    """
+    received: list[list[Message]] = [[] for _ in members]
+    stop = threading.Event()
+
+    def run(member: Consumer, got: list[Message]) -> None:
+        while not stop.is_set():
+            got.extend(member.poll(timeout_s=0.2))
+            if commit:
+                member.commit()
+
+    threads = [threading.Thread(target=run, args=(m, got), daemon=True)
+               for m, got in zip(members, received, strict=True)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not done(received):
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join()
+    return received

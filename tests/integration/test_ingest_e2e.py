@@ -16,7 +16,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from fabricops.collectors.collection import Collection
-from fabricops.core.bus import Topic, topic_name
+from fabricops.core.bus import Message, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
@@ -27,7 +27,7 @@ from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 
-from .conftest import TansuBroker, bus_config, free_port
+from .conftest import TansuBroker, bus_config, free_port, poll_until
 
 pytestmark = pytest.mark.integration
 Key = tuple[str, str, int]
@@ -64,24 +64,28 @@ def _consume(bus: KafkaBus, prefix: str, want_frames: int, want_reports: int,
     topics = [topic_name(Topic.TELEMETRY, prefix), topic_name(Topic.INT, prefix)]
     group = f"e2e-{uuid.uuid4().hex[:6]}"
     consumers = [bus.subscribe(topics, group) for _ in range(2)]
-    keys: list[Key] = []
-    reports = 0
-    deadline = time.monotonic() + timeout_s
+
+    def split(received: list[list[Message]]) -> tuple[list[Key], int]:
+        keys: list[Key] = []
+        reports = 0
+        for msg in (m for got in received for m in got):
+            if msg.topic == topics[0]:
+                f = Frame.decode(msg.value)
+                keys.append((f.device, f.source.value, f.seq))
+            else:
+                reports += IntBatch.decode(msg.value).n_reports
+        return keys, reports
+
+    def done(received: list[list[Message]]) -> bool:
+        keys, reports = split(received)
+        return len(set(keys)) >= want_frames and reports >= want_reports
+
     try:
-        while (len(set(keys)) < want_frames or reports < want_reports) and (
-                time.monotonic() < deadline):
-            for consumer in consumers:
-                for msg in consumer.poll(timeout_s=0.5):
-                    if msg.topic == topics[0]:
-                        f = Frame.decode(msg.value)
-                        keys.append((f.device, f.source.value, f.seq))
-                    else:
-                        reports += IntBatch.decode(msg.value).n_reports
-                consumer.commit()
+        received = poll_until(list(consumers), done, timeout_s, commit=True)
     finally:
         for consumer in consumers:
             consumer.close()
-    return keys, reports
+    return split(received)
 
 
 def _start(fabric: SimulatedFabric, bus: KafkaBus, prefix: str) -> tuple[Collection,
