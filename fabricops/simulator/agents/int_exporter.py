@@ -43,6 +43,7 @@ from fabricops.core.intreport import (
     IntBatch,
     ReportFlag,
 )
+from fabricops.core.probes import ProbeFlow
 from fabricops.simulator.agents.int_wire import WireOptions, encode_packets
 from fabricops.simulator.fabric import Fabric
 from fabricops.simulator.observe import TickObservation
@@ -56,9 +57,6 @@ DEFAULT_INSTRUCTIONS: Final = int(
     | Instruction.INGRESS_TS | Instruction.EGRESS_TS | Instruction.TX_UTIL)
 _U32_TOP: Final = 0xFFFFFFFE
 _IFNUM = re.compile(r"(\d+)$")
-
-ProbeFlow = tuple[str, str, int]
-"""(source NIC port id, destination NIC port id, UDP source port)."""
 
 
 class IntExporterConfig(BaseModel):

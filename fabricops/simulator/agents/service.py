@@ -9,6 +9,9 @@ tell the difference.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.inventory import (
@@ -19,13 +22,17 @@ from fabricops.core.inventory import (
     SnmpCredentials,
     Target,
 )
+from fabricops.core.probes import ProbeFlow
 from fabricops.simulator.agents.board import FrameBoard
 from fabricops.simulator.agents.driver import DriverConfig, SimulationDriver
 from fabricops.simulator.agents.gnmi_set import DriverSetHandler
 from fabricops.simulator.agents.gnmi_target import GnmiTarget, GnmiTargetConfig
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig
 from fabricops.simulator.agents.snmp_agent import SnmpAgent, SnmpAgentConfig
+from fabricops.simulator.agents.tracer import SimulatedTracer
 from fabricops.simulator.engine import Simulator
+
+T = TypeVar("T")
 
 
 class SimulatedFabricConfig(BaseModel):
@@ -55,11 +62,13 @@ class SimulatedFabric:
         self.gnmi = GnmiTarget(self.config.gnmi, self.board, switches,
                                set_handler=DriverSetHandler(self.driver))
         self.int_exporter = IntExporter(self.config.int_exporter, sim)
+        self._running = False
 
     def start(self) -> None:
         self.int_exporter.start()
         self.driver.add_tick_hook(self.int_exporter.on_tick)
         self.driver.start()
+        self._running = True
         self.snmp.start()
         self.gnmi.start()
 
@@ -67,7 +76,26 @@ class SimulatedFabric:
         self.gnmi.stop()
         self.snmp.stop()
         self.driver.stop()
+        self._running = False
         self.int_exporter.stop()
+
+    def call(self, fn: Callable[[Simulator], T], timeout_s: float = 10.0) -> T:
+        """Run ``fn(sim)`` between two ticks while running, else at once; return its result."""
+        if self._running:
+            return self.driver.call(fn, timeout_s)
+        return fn(self.sim)
+
+    def tracer(self) -> SimulatedTracer:
+        """A PathTracer of this fabric's current forwarding (safe while it runs)."""
+        return SimulatedTracer(self.sim, via=self)
+
+    def set_probe_flows(self, probes: Sequence[ProbeFlow]) -> None:
+        """Report these probe flows over INT from the next tick on (e.g. a ``ProbePlan``'s).
+
+        ValueError names a port that is not a NIC.
+        """
+        flows = tuple(probes)
+        self.call(lambda _: self.int_exporter.set_probe_flows(flows))
 
     def inventory(self) -> Inventory:
         """Every switch over SNMP (v2c, community = switch) and gNMI (target = switch)."""

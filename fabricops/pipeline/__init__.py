@@ -1,0 +1,1 @@
+"""Pipeline: telemetry from the bus to rates, keyframe segments, events and sampling policy."""
