@@ -1,0 +1,328 @@
+"""The kf1 keyframe block codec: round trips, bounds, size, and malformed payloads."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabricops.core.catalogue import CATALOGUE, MetricKind
+from fabricops.core.frame import Frame, Source
+from fabricops.pipeline.keyframe import (
+    ENCODING,
+    KeyframeDecodeError,
+    KeyframeError,
+    SeriesBlock,
+    block_from_frames,
+    decode_block,
+    default_gauge_bound,
+    encode_block,
+    gauge_bounds,
+)
+
+T0 = 1_767_225_600_000_000_000
+SECOND = 1_000_000_000
+U64_MAX = 2**64 - 1
+COUNTER = CATALOGUE.id_of("in_octets")
+GAUGE = CATALOGUE.id_of("temperature_c")
+STATE = CATALOGUE.id_of("oper_status")
+CAUSES = re.compile(r"truncated|length mismatch|bad magic|unknown version|checksum|corrupt|"
+                    r"malformed|bad counts|unknown flags")
+
+
+def block(metric: list[int], raw: np.ndarray, present: np.ndarray | None = None,
+          ts: np.ndarray | None = None) -> SeriesBlock:
+    raw = np.atleast_2d(np.asarray(raw, dtype=np.uint64))
+    n = raw.shape[1]
+    return SeriesBlock(
+        ts_ns=T0 + np.arange(n, dtype=np.int64) * SECOND if ts is None else ts,
+        entity=tuple(f"leaf-0:eth{i}" for i in range(len(metric))),
+        metric=np.array(metric, np.uint16), raw=raw,
+        present=np.ones(raw.shape, bool) if present is None else present)
+
+
+def floats(values: list[float] | np.ndarray) -> np.ndarray:
+    return np.asarray(values, dtype=np.float64).view(np.uint64)
+
+
+def round_trip(b: SeriesBlock, bound: float | np.ndarray = 0.0) -> SeriesBlock:
+    return decode_block(encode_block(b, bound))
+
+
+def test_encoding_name() -> None:
+    assert ENCODING == "kf1"
+
+
+def test_counters_round_trip_bit_exact_through_wraps_resets_and_jumps() -> None:
+    wrap = [U64_MAX - 3, U64_MAX, 2, 9, 2**63, 2**63 - 1, 0, 0, U64_MAX, 5]
+    rng = np.random.default_rng(3)
+    jumps = rng.integers(0, 2**64, 10, dtype=np.uint64)
+    steady = np.uint64(2**64 - 50) + np.arange(10, dtype=np.uint64) * np.uint64(7)
+    raw = np.vstack([np.array(wrap, np.uint64), jumps, steady])
+    b = block([COUNTER] * 3, raw)
+    assert round_trip(b) == b
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 5), st.integers(1, 40), st.data())
+def test_any_counters_states_and_presence_round_trip(n_series: int, n_points: int,
+                                                      data: st.DataObject) -> None:
+    values = data.draw(st.lists(st.integers(0, U64_MAX), min_size=n_series * n_points,
+                                max_size=n_series * n_points))
+    mask = data.draw(st.lists(st.booleans(), min_size=n_series * n_points,
+                              max_size=n_series * n_points))
+    metric = data.draw(st.lists(st.sampled_from([COUNTER, STATE]), min_size=n_series,
+                                max_size=n_series))
+    present = np.array(mask).reshape(n_series, n_points)
+    raw = np.where(present, np.array(values, np.uint64).reshape(n_series, n_points), 0)
+    b = block(metric, raw.astype(np.uint64), present)
+    assert round_trip(b) == b
+
+
+def exact_error(decoded: float, original: float) -> Fraction:
+    return abs(Fraction(decoded) - Fraction(original))
+
+
+finite_or_not = st.floats(allow_nan=True, allow_infinity=True, width=64)
+bounds = st.one_of(st.just(0.0), st.floats(0.0, 2.0**1000), st.floats(1e-320, 1e-300),
+                   st.sampled_from([1e-3, 0.01, 0.1, 0.5, 8.0, 1e6]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(finite_or_not, min_size=12, max_size=12), min_size=1, max_size=4),
+       st.lists(bounds, min_size=4, max_size=4))
+def test_gauges_stay_within_their_bound(rows: list[list[float]], bound: list[float]) -> None:
+    original = np.array(rows)
+    per_series = np.array(bound[:len(rows)])
+    decoded = round_trip(block([GAUGE] * len(rows), floats(original)), per_series)
+    got = decoded.raw.view(np.float64)
+    for (i, j), x in np.ndenumerate(original):
+        if np.isfinite(x) and per_series[i] > 0:
+            assert exact_error(float(got[i, j]), float(x)) <= Fraction(float(per_series[i]))
+        else:
+            assert decoded.raw[i, j] == floats([x])[0]
+
+
+def test_gauge_bound_is_met_on_rounding_edges() -> None:
+    x = np.array([0.5, 1.5, 2.5, -0.5, 0.1 + 0.2, 1e-3 * 3, 2.0**52 + 1, 9.007e15])
+    for bound in (0.5, 0.25, 1e-3, 0.1, 1.0):
+        got = round_trip(block([GAUGE], floats(x)), bound).raw.view(np.float64)[0]
+        assert all(exact_error(g, o) <= Fraction(bound) for g, o in zip(got, x, strict=True))
+
+
+def test_bound_zero_is_lossless_and_nan_inf_are_exact() -> None:
+    bits = [0x7FF8000000000001, 0xFFF8000000000000, 0x7FF0000000000000, 0xFFF0000000000000,
+            0x8000000000000000, 0x0000000000000001, 0x3FF0000000000000, 0x4045000000000000]
+    b = block([GAUGE, GAUGE], np.array([bits, bits[::-1]], np.uint64))
+    assert round_trip(b, 0.0) == b
+    lossy = round_trip(b, np.array([0.1, 0.0]))
+    assert np.array_equal(lossy.raw[0, :4], b.raw[0, :4])
+    assert np.array_equal(lossy.raw[1], b.raw[1])
+
+
+def test_values_out_of_quantizer_range_are_kept_exactly() -> None:
+    x = np.array([1e300, -1e300, 1.0, 5e-324, 1e18, 3.0])
+    got = round_trip(block([GAUGE], floats(x)), 1e-3).raw.view(np.float64)[0]
+    assert got[[0, 1, 4]].tolist() == [1e300, -1e300, 1e18]
+    assert np.all(np.abs(got - x) <= 1e-3)
+
+
+def test_state_changes_land_at_their_exact_indices() -> None:
+    state = np.ones(60, np.uint64)
+    state[17:23], state[41] = 2, 7
+    b = block([STATE, STATE], np.vstack([state, np.full(60, 2, np.uint64)]))
+    decoded = round_trip(b)
+    assert np.flatnonzero(np.diff(decoded.raw[0].astype(np.int64))).tolist() == [16, 22, 40, 41]
+    assert decoded == b
+
+
+def test_absent_points_stay_absent_and_decode_as_zero() -> None:
+    present = np.ones((3, 8), bool)
+    present[0, :3] = present[1, 5] = present[2, :] = False
+    raw = np.vstack([1000 + np.arange(8, dtype=np.uint64), floats(40.0 + np.arange(8)),
+                     np.full(8, 2, np.uint64)])
+    b = block([COUNTER, GAUGE, STATE], np.where(present, raw, 0).astype(np.uint64), present)
+    decoded = round_trip(b, 0.0)
+    assert np.array_equal(decoded.present, present)
+    assert (decoded.raw[~present] == 0).all()
+    assert decoded == b
+
+
+def test_all_present_block_stores_no_mask() -> None:
+    raw = np.tile(np.arange(0, 600, 10, dtype=np.uint64), (50, 1))
+    full = encode_block(block([COUNTER] * 50, raw), 0.0)
+    present = np.ones(raw.shape, bool)
+    present[7, 30] = False
+    holed = encode_block(block([COUNTER] * 50, np.where(present, raw, 0), present), 0.0)
+    assert len(full) < len(holed)
+
+
+def test_constant_rate_counters_cost_well_under_a_tenth_of_a_byte() -> None:
+    rng = np.random.default_rng(7)
+    start = rng.integers(0, 2**48, 200, dtype=np.uint64)
+    rate = rng.integers(0, 2**32, 200, dtype=np.uint64)
+    raw = start[:, None] + rate[:, None] * np.arange(600, dtype=np.uint64)
+    payload = encode_block(block([COUNTER] * 200, raw), 0.0)
+    assert len(payload) / raw.size < 0.03
+    assert decode_block(payload).raw.tolist() == raw.tolist()
+
+
+def test_periodic_traffic_counters_round_trip_and_stay_small() -> None:
+    rng = np.random.default_rng(8)
+    burst = np.tile(np.array([0, 0, 10_814_827, 1_210_185, 0], np.int64), 120)[None, :]
+    steps = burst * rng.integers(1, 9, (100, 1)) + rng.integers(-1, 2, (100, 600)) * (burst > 0)
+    raw = (rng.integers(0, 2**40, (100, 1)) + np.cumsum(steps, axis=1)).astype(np.uint64)
+    payload = encode_block(block([COUNTER] * 100, raw), 0.0)
+    assert len(payload) / raw.size < 0.3
+    assert decode_block(payload).raw.tolist() == raw.tolist()
+
+
+def test_single_point_and_empty_blocks() -> None:
+    one = block([COUNTER, GAUGE], np.array([[5], [floats([1.0])[0]]], np.uint64))
+    assert round_trip(one) == one
+    empty = block([], np.zeros((0, 4), np.uint64))
+    assert round_trip(empty) == empty
+
+
+def test_timestamps_with_jitter_round_trip() -> None:
+    ts = T0 + np.cumsum(np.array([0, SECOND + 3, SECOND - 7, 5 * SECOND, 1]))
+    b = block([COUNTER], np.arange(5, dtype=np.uint64), ts=ts.astype(np.int64))
+    assert np.array_equal(round_trip(b).ts_ns, b.ts_ns)
+
+
+def frame(device: str, ts: int, entities: list[str], metrics: list[str],
+          values: list[float | int]) -> Frame:
+    return Frame.build(device, T0 + ts * SECOND, Source.GNMI, ts, entities, metrics, values)
+
+
+def test_block_from_frames_sorts_unions_and_keeps_first() -> None:
+    frames = [
+        frame("leaf-0", 2, ["eth1", "eth2"], ["in_octets", "in_octets"], [30, 300]),
+        frame("leaf-0", 0, ["eth1"], ["in_octets"], [10]),
+        frame("leaf-0", 1, ["eth1", "eth1", "eth1"], ["in_octets", "temperature_c",
+                                                     "in_octets"], [20, 41.5, 99]),
+        frame("leaf-0", 1, ["eth1"], ["in_octets"], [777]),
+    ]
+    b = block_from_frames(frames)
+    assert b.ts_ns.tolist() == [T0, T0 + SECOND, T0 + 2 * SECOND]
+    assert list(zip(b.entity, b.metric.tolist(), strict=True)) == [
+        ("eth1", COUNTER), ("eth1", GAUGE), ("eth2", COUNTER)]
+    assert b.raw[0].tolist() == [10, 20, 30]
+    assert b.present.tolist() == [[True, True, True], [False, True, False],
+                                  [False, False, True]]
+    assert b.raw[1].view(np.float64)[1] == 41.5
+    assert b.raw[2].tolist() == [0, 0, 300]
+
+
+def test_block_from_frames_refuses_mixed_devices_and_no_frames() -> None:
+    with pytest.raises(KeyframeError, match="mixed"):
+        block_from_frames([frame("a", 0, ["e"], ["in_octets"], [1]),
+                           frame("b", 1, ["e"], ["in_octets"], [1])])
+    with pytest.raises(KeyframeError, match="no frames"):
+        block_from_frames([])
+
+
+@pytest.mark.parametrize("bound", [-1.0, float("nan"), float("inf"), 2.0**1001])
+def test_bad_bounds_are_refused(bound: float) -> None:
+    b = block([GAUGE], floats([1.0, 2.0]))
+    with pytest.raises(KeyframeError, match="gauge bound"):
+        encode_block(b, bound)
+    with pytest.raises(KeyframeError, match="gauge bound"):
+        encode_block(b, np.array([bound]))
+
+
+def test_bounds_of_the_wrong_shape_and_unknown_metrics_are_refused() -> None:
+    with pytest.raises(KeyframeError, match="shape"):
+        encode_block(block([GAUGE], floats([1.0])), np.array([0.1, 0.1]))
+    with pytest.raises(KeyframeError, match="not in the catalogue"):
+        encode_block(block([999], np.array([1], np.uint64)), 0.0)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"ts_ns": np.array([5, 5], np.int64)}, "strictly increasing"),
+    ({"ts_ns": np.array([5.0, 6.0])}, "ts_ns must be"),
+    ({"raw": np.zeros((1, 3), np.uint64)}, "raw has shape"),
+    ({"present": np.ones((1, 2), np.int8)}, "present must be"),
+    ({"entity": ("a", "b")}, "entity must be"),
+    ({"ts_ns": np.zeros(0, np.int64)}, "points"),
+])
+def test_bad_blocks_are_refused(change: dict[str, object], message: str) -> None:
+    fields = {"ts_ns": np.array([5, 6], np.int64), "entity": ("a",),
+              "metric": np.array([COUNTER], np.uint16), "raw": np.zeros((1, 2), np.uint64),
+              "present": np.ones((1, 2), bool)} | change
+    with pytest.raises(KeyframeError, match=message):
+        SeriesBlock(**fields)  # type: ignore[arg-type]
+
+
+def small_payload() -> tuple[SeriesBlock, bytes]:
+    present = np.ones((3, 6), bool)
+    present[1, 2] = False
+    raw = np.array([[1, 5, 9, 2**64 - 1, 3, 4], [0] * 6, [1, 1, 2, 2, 2, 1]], np.uint64)
+    raw[1] = floats([20.0, 20.5, 0.0, float("nan"), 19.9, 21.0])
+    b = block([COUNTER, GAUGE, STATE], raw, present)
+    return b, encode_block(b, 0.1)
+
+
+def decode_or_cause(payload: bytes) -> SeriesBlock | str:
+    try:
+        return decode_block(payload)
+    except KeyframeDecodeError as exc:
+        return str(exc)
+
+
+def test_every_truncation_is_refused_with_its_cause() -> None:
+    _, payload = small_payload()
+    for size in range(len(payload)):
+        cause = decode_or_cause(payload[:size])
+        assert isinstance(cause, str)
+        assert CAUSES.search(cause), cause
+    assert "truncated" in str(decode_or_cause(payload[:-1]))
+
+
+def test_every_single_byte_corruption_is_refused_or_harmless() -> None:
+    _, payload = small_payload()
+    original = decode_block(payload)
+    for i in range(len(payload)):
+        for flip in (0x01, 0x80, 0xFF):
+            bad = bytearray(payload)
+            bad[i] ^= flip
+            outcome = decode_or_cause(bytes(bad))
+            if isinstance(outcome, str):
+                assert CAUSES.search(outcome), outcome
+            else:
+                assert outcome == original
+
+
+@pytest.mark.parametrize(("edit", "cause"), [
+    (lambda p: b"XXXX" + p[4:], "bad magic"),
+    (lambda p: p[:4] + b"\x09" + p[5:], "unknown version"),
+    (lambda p: p + b"\x00", "length mismatch"),
+    (lambda p: p[:10], "truncated header"),
+    (lambda p: p[:-3], "truncated body"),
+    (lambda p: p[:6] + b"\x00" + p[7:], "checksum"),
+])
+def test_malformed_payloads_name_the_cause(edit: object, cause: str) -> None:
+    _, payload = small_payload()
+    with pytest.raises(KeyframeDecodeError, match=cause):
+        decode_block(edit(payload))  # type: ignore[operator]
+
+
+def test_default_gauge_bounds_follow_units() -> None:
+    for m in CATALOGUE.metrics:
+        bound = default_gauge_bound(m.id)
+        assert (bound > 0) == (m.kind is MetricKind.GAUGE)
+    assert default_gauge_bound(CATALOGUE.id_of("rx_power_dbm")) == 0.01
+    ids = np.array([COUNTER, GAUGE, STATE], np.uint16)
+    assert gauge_bounds(ids).tolist() == [0.0, 0.1, 0.0]
+    with pytest.raises(KeyframeError, match="not in the catalogue"):
+        gauge_bounds([999])
+
+
+def test_decoded_block_is_read_only() -> None:
+    decoded = round_trip(block([COUNTER], np.arange(4, dtype=np.uint64)))
+    with pytest.raises(ValueError, match="read-only"):
+        decoded.raw[0, 0] = 1
