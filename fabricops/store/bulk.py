@@ -1,0 +1,75 @@
+"""Batched, idempotent inserts for SQLite and PostgreSQL (SQLAlchemy Core).
+
+``insert_rows`` writes a batch in chunks inside the caller's transaction, one
+``executemany`` per chunk (pipelined by psycopg on PostgreSQL: no round trip
+per row). A row whose unique key is already stored is skipped (``ON CONFLICT
+DO NOTHING``) or merged (``ON CONFLICT DO UPDATE ... WHERE``, see ``Upsert``);
+the result is the number of rows inserted or actually changed, so writing a
+batch again returns 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy import ColumnElement, Connection, Table, case
+from sqlalchemy.dialects import postgresql, sqlite
+
+CHUNK_ROWS: Final = 5000
+
+Row = Mapping[str, Any]
+DialectInsert = postgresql.Insert | sqlite.Insert
+_INSERTS: Final[dict[str, Callable[[Table], DialectInsert]]] = {
+    "sqlite": sqlite.insert, "postgresql": postgresql.insert}
+
+
+@dataclass(frozen=True)
+class Upsert:
+    """How a conflicting row is merged: ``set_`` and ``where`` built from the
+    statement's ``excluded`` columns and the table (a row is updated only where
+    ``where`` holds, so an unchanged row counts as a duplicate)."""
+
+    build: Callable[[Any, Table], tuple[dict[str, ColumnElement[Any]], ColumnElement[bool]]]
+
+
+class UnsupportedDialectError(RuntimeError):
+    """The database is neither SQLite nor PostgreSQL."""
+
+
+def insert_rows(conn: Connection, table: Table, rows: Sequence[Row], *,
+                key: Sequence[str], upsert: Upsert | None = None) -> int:
+    """Insert ``rows`` (dicts of every non-id column) into ``table``; duplicates by
+    unique ``key`` are skipped or merged. Returns rows inserted or changed."""
+    if not rows:
+        return 0
+    name = conn.dialect.name
+    if name not in _INSERTS:
+        raise UnsupportedDialectError(f"dialect {name!r} is not supported (sqlite, postgresql)")
+    stmt = _on_conflict(_INSERTS[name](table), key, upsert, table) \
+        .execution_options(preserve_rowcount=True)
+    return sum(conn.execute(stmt, list(chunk)).rowcount for chunk in _chunks(rows))
+
+
+def greater(a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The larger of two non-null values, in SQL both SQLite and PostgreSQL accept."""
+    return case((a >= b, a), else_=b)
+
+
+def lesser(a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
+    """The smaller of two non-null values, in SQL both SQLite and PostgreSQL accept."""
+    return case((a <= b, a), else_=b)
+
+
+def _on_conflict(stmt: DialectInsert, key: Sequence[str], upsert: Upsert | None,
+                 table: Table) -> DialectInsert:
+    if upsert is None:
+        return stmt.on_conflict_do_nothing(index_elements=list(key))
+    set_, where = upsert.build(stmt.excluded, table)
+    return stmt.on_conflict_do_update(index_elements=list(key), set_=set_, where=where)
+
+
+def _chunks(rows: Sequence[Row]) -> Iterator[Sequence[Row]]:
+    for start in range(0, len(rows), CHUNK_ROWS):
+        yield rows[start:start + CHUNK_ROWS]

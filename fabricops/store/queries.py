@@ -1,0 +1,188 @@
+"""Statements the Store runs, and conversions between records and rows.
+
+Query builders take the dialect name first: text columns are ordered bytewise
+(``COLLATE "C"`` on PostgreSQL, ``BINARY`` on SQLite), so both databases
+return the same rows in the same order whatever the server's locale.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sqlalchemy import ColumnElement, Delete, Row, Select, String, case, delete, select
+from sqlalchemy.orm import InstrumentedAttribute
+from sqlalchemy.sql.elements import CollationClause
+
+from fabricops.core.records import Event, EventKind
+from fabricops.store.bulk import Upsert, greater, lesser
+from fabricops.store.models import (
+    EVENTS,
+    INT_PATHS,
+    SEGMENTS,
+    EventRow,
+    IntPathRow,
+    SegmentRow,
+    SeriesRow,
+    StagedFrameRow,
+)
+from fabricops.store.records import IntPathRecord, SegmentRecord, path_switches
+
+_OrderBy = ColumnElement[Any] | CollationClause | InstrumentedAttribute[Any]
+_BYTEWISE: Final = {"postgresql": "C", "sqlite": "BINARY"}
+
+
+def ordered_by(dialect: str, *columns: InstrumentedAttribute[Any]) -> list[_OrderBy]:
+    """``columns`` for ORDER BY, text ones compared bytewise on ``dialect``."""
+    collation = _BYTEWISE.get(dialect)
+    return [c.collate(collation) if collation and isinstance(c.type, String) else c
+            for c in columns]
+
+
+def series(dialect: str, *, device: str | None, entity: str | None) -> Select[Any]:
+    stmt = select(SeriesRow.device, SeriesRow.entity, SeriesRow.metric, SeriesRow.kind)
+    if device is not None:
+        stmt = stmt.where(SeriesRow.device == device)
+    if entity is not None:
+        stmt = stmt.where(SeriesRow.entity == entity)
+    return stmt.order_by(*ordered_by(dialect, SeriesRow.device, SeriesRow.entity,
+                                     SeriesRow.metric))
+
+
+def segments(dialect: str, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None,
+             source: str | None) -> Select[Any]:
+    stmt = select(SEGMENTS).where(SegmentRow.t_start_ns <= t1_ns, SegmentRow.t_end_ns >= t0_ns)
+    if devices is not None:
+        stmt = stmt.where(SegmentRow.device.in_(list(devices)))
+    if source is not None:
+        stmt = stmt.where(SegmentRow.source == str(source))
+    return stmt.order_by(*ordered_by(dialect, SegmentRow.device, SegmentRow.source,
+                                     SegmentRow.t_start_ns, SegmentRow.first_seq))
+
+
+def events(dialect: str, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None,
+           entities: Sequence[str] | None, metric: str | None, kind: EventKind | str | None,
+           limit: int) -> Select[Any]:
+    stmt = select(EVENTS).where(EventRow.ts_ns >= t0_ns, EventRow.ts_ns <= t1_ns)
+    if devices is not None:
+        stmt = stmt.where(EventRow.device.in_(list(devices)))
+    if entities is not None:
+        stmt = stmt.where(EventRow.entity.in_(list(entities)))
+    if metric is not None:
+        stmt = stmt.where(EventRow.metric == metric)
+    if kind is not None:
+        stmt = stmt.where(EventRow.kind == str(kind))
+    order = ordered_by(dialect, EventRow.ts_ns, EventRow.entity, EventRow.metric, EventRow.kind)
+    return stmt.order_by(*order).limit(limit)
+
+
+def int_paths(dialect: str, *, t0_ns: int, t1_ns: int, switch: str | None) -> Select[Any]:
+    """Paths seen within the range; with ``switch``, a superset (see ``crossing``)."""
+    stmt = select(INT_PATHS).where(IntPathRow.first_ts_ns <= t1_ns,
+                                    IntPathRow.last_ts_ns >= t0_ns)
+    if switch is not None:
+        stmt = stmt.where(IntPathRow.path.contains(switch, autoescape=True))
+    return stmt.order_by(*ordered_by(dialect, IntPathRow.src_ip, IntPathRow.dst_ip,
+                                     IntPathRow.sport, IntPathRow.dport, IntPathRow.proto,
+                                     IntPathRow.path))
+
+
+def crossing(records: Sequence[IntPathRecord], switch: str) -> list[IntPathRecord]:
+    """The records whose path has ``switch`` as one of its hops."""
+    return [r for r in records if switch in path_switches(r.path)]
+
+
+def staged(dialect: str, *, device: str | None, source: str | None) -> Select[Any]:
+    stmt = select(StagedFrameRow.device, StagedFrameRow.source, StagedFrameRow.ts_ns,
+                  StagedFrameRow.frame)
+    if device is not None:
+        stmt = stmt.where(StagedFrameRow.device == device)
+    if source is not None:
+        stmt = stmt.where(StagedFrameRow.source == str(source))
+    return stmt.order_by(*ordered_by(dialect, StagedFrameRow.device, StagedFrameRow.source,
+                                     StagedFrameRow.ts_ns))
+
+
+def prune(cutoff_ns: int) -> dict[str, Delete]:
+    """Per table, the statement deleting what ended before ``cutoff_ns``."""
+    return {
+        "segments": delete(SegmentRow).where(SegmentRow.t_end_ns < cutoff_ns),
+        "events": delete(EventRow).where(EventRow.ts_ns < cutoff_ns),
+        "int_paths": delete(IntPathRow).where(IntPathRow.last_ts_ns < cutoff_ns),
+        "staged_frames": delete(StagedFrameRow).where(StagedFrameRow.ts_ns < cutoff_ns),
+    }
+
+
+def segment_row(r: SegmentRecord) -> dict[str, object]:
+    return {"device": r.device, "source": str(r.source), "t_start_ns": r.t_start_ns,
+            "t_end_ns": r.t_end_ns, "first_seq": r.first_seq, "last_seq": r.last_seq,
+            "n_points": r.n_points, "n_series": r.n_series, "encoding": r.encoding,
+            "max_error": r.max_error, "payload": r.payload}
+
+
+def segment_record(row: Row[Any]) -> SegmentRecord:
+    s = row
+    return SegmentRecord(s.device, s.source, s.t_start_ns, s.t_end_ns, s.first_seq, s.last_seq,
+                         s.n_points, s.n_series, s.encoding, s.max_error, bytes(s.payload))
+
+
+def event_row(e: Event) -> dict[str, object]:
+    return {"ts_ns": e.ts_ns, "device": e.device, "entity": e.entity, "metric": e.metric,
+            "kind": e.kind.value, "value": None if math.isnan(e.value) else e.value,
+            "severity": e.severity.value,
+            "detail": e.detail}
+
+
+def event_record(row: Row[Any]) -> Event:
+    e = row
+    return Event.model_validate({
+        "ts_ns": e.ts_ns, "device": e.device, "entity": e.entity, "metric": e.metric,
+        "kind": e.kind, "value": math.nan if e.value is None else e.value,
+        "severity": e.severity, "detail": e.detail})
+
+
+def int_path_row(r: IntPathRecord) -> dict[str, object]:
+    return {"src_ip": r.src_ip, "dst_ip": r.dst_ip, "sport": r.sport, "dport": r.dport,
+            "proto": r.proto, "sink": r.sink, "path": r.path, "first_ts_ns": r.first_ts_ns,
+            "last_ts_ns": r.last_ts_ns, "n_reports": r.n_reports,
+            "max_hop_latency_ns": r.max_hop_latency_ns}
+
+
+def int_path_record(row: Row[Any]) -> IntPathRecord:
+    p = row
+    return IntPathRecord(p.src_ip, p.dst_ip, p.sport, p.dport, p.proto, p.sink, p.path,
+                         p.first_ts_ns, p.last_ts_ns, p.n_reports, p.max_hop_latency_ns)
+
+
+def _merge_int_path(new: Any, table: Any) -> tuple[dict[str, ColumnElement[Any]],
+                                                   ColumnElement[bool]]:
+    """The SQL twin of :func:`fabricops.store.records.combine_int_paths`."""
+    old = table.c
+    disjoint = (new.first_ts_ns > old.last_ts_ns) | (new.last_ts_ns < old.first_ts_ns)
+    newer = new.last_ts_ns > old.last_ts_ns
+    set_ = {
+        "sink": _if(newer, new.sink, old.sink),
+        "first_ts_ns": lesser(old.first_ts_ns, new.first_ts_ns),
+        "last_ts_ns": greater(old.last_ts_ns, new.last_ts_ns),
+        "n_reports": _if(disjoint, old.n_reports + new.n_reports,
+                         greater(old.n_reports, new.n_reports)),
+        "max_hop_latency_ns": greater(old.max_hop_latency_ns, new.max_hop_latency_ns),
+    }
+    changed = (disjoint | newer | (new.first_ts_ns < old.first_ts_ns)
+               | (new.n_reports > old.n_reports)
+               | (new.max_hop_latency_ns > old.max_hop_latency_ns))
+    return set_, changed
+
+
+def _if(cond: ColumnElement[bool], then: Any, otherwise: Any) -> ColumnElement[Any]:
+    return case((cond, then), else_=otherwise)
+
+
+def _newer_checkpoint(new: Any, table: Any) -> tuple[dict[str, ColumnElement[Any]],
+                                                     ColumnElement[bool]]:
+    return {"ts_ns": new.ts_ns, "state": new.state}, new.ts_ns >= table.c.ts_ns
+
+
+INT_PATH_MERGE: Final = Upsert(_merge_int_path)
+CHECKPOINT_MERGE: Final = Upsert(_newer_checkpoint)

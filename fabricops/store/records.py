@@ -1,0 +1,113 @@
+"""What the store keeps, as plain frozen records (one per table row).
+
+Times are ns since the Unix epoch; sequence numbers must fit a signed 64-bit
+column (below 2**63). ``source`` is a :class:`fabricops.core.frame.Source`
+value (the store returns plain strings, which compare equal to it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+HOP_SEPARATOR: Final = ">"
+PORT_SEPARATOR: Final = ":"
+I64_MAX: Final = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class SeriesRecord:
+    """A series: catalogue ``metric`` (name) of ``kind`` measured on ``entity``."""
+
+    device: str
+    entity: str
+    metric: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class SegmentRecord:
+    """A closed window of one device's frames from one source, compressed.
+
+    It covers samples ``t_start_ns .. t_end_ns`` (inclusive) and frames
+    ``first_seq .. last_seq``; ``payload`` is the codec's bytes, ``encoding``
+    names the codec and version, ``max_error`` is the largest error bound of
+    its gauges (0 for lossless).
+    """
+
+    device: str
+    source: str
+    t_start_ns: int
+    t_end_ns: int
+    first_seq: int
+    last_seq: int
+    n_points: int
+    n_series: int
+    encoding: str
+    max_error: float
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class IntPathRecord:
+    """One flow seen on one path in INT reports from ``first_ts_ns`` to ``last_ts_ns``.
+
+    The flow is the 5-tuple (IP addresses as text). ``path`` is the hops in
+    path order, each ``switch`` or ``switch:port``, joined by ``>`` (see
+    ``join_path``). ``n_reports`` reports were seen; the largest hop latency
+    among them was ``max_hop_latency_ns``.
+    """
+
+    src_ip: str
+    dst_ip: str
+    sport: int
+    dport: int
+    proto: int
+    sink: str
+    path: str
+    first_ts_ns: int
+    last_ts_ns: int
+    n_reports: int
+    max_hop_latency_ns: int
+
+    @property
+    def flow_path(self) -> tuple[str, str, int, int, int, str]:
+        """The row's identity: flow 5-tuple and path."""
+        return (self.src_ip, self.dst_ip, self.sport, self.dport, self.proto, self.path)
+
+
+def join_path(hops: Sequence[tuple[str, str | None]]) -> str:
+    """The ``path`` text of hops ``(switch, egress port or None)``, in path order."""
+    return HOP_SEPARATOR.join(s if p is None else f"{s}{PORT_SEPARATOR}{p}" for s, p in hops)
+
+
+def path_switches(path: str) -> list[str]:
+    """The switches a ``path`` text crosses, in path order."""
+    return [hop.split(PORT_SEPARATOR, 1)[0] for hop in path.split(HOP_SEPARATOR)] if path else []
+
+
+def merge_int_paths(records: Sequence[IntPathRecord]) -> list[IntPathRecord]:
+    """One record per (flow, path), combining the ones in ``records`` (first seen order).
+
+    Combined as the store combines a record with its row: ``n_reports`` added
+    when the time windows are disjoint, else the larger kept (a re-delivery).
+    """
+    merged: dict[tuple[str, str, int, int, int, str], IntPathRecord] = {}
+    for rec in records:
+        old = merged.get(rec.flow_path)
+        merged[rec.flow_path] = rec if old is None else combine_int_paths(old, rec)
+    return list(merged.values())
+
+
+def combine_int_paths(old: IntPathRecord, new: IntPathRecord) -> IntPathRecord:
+    """``old`` updated with ``new`` of the same (flow, path)."""
+    disjoint = new.first_ts_ns > old.last_ts_ns or new.last_ts_ns < old.first_ts_ns
+    return IntPathRecord(
+        *old.flow_path[:5], sink=new.sink if new.last_ts_ns > old.last_ts_ns else old.sink,
+        path=old.path,
+        first_ts_ns=min(old.first_ts_ns, new.first_ts_ns),
+        last_ts_ns=max(old.last_ts_ns, new.last_ts_ns),
+        n_reports=old.n_reports + new.n_reports if disjoint else max(old.n_reports,
+                                                                     new.n_reports),
+        max_hop_latency_ns=max(old.max_hop_latency_ns, new.max_hop_latency_ns))

@@ -1,0 +1,286 @@
+"""The Store: telemetry tables in SQLite (embedded default) or PostgreSQL.
+
+Every write is one transaction and idempotent: a row whose key is stored
+already is left as it is (INT paths are merged, see ``put_int_paths``), so a
+re-delivered bus message never duplicates anything. Writes return the rows
+they inserted (or changed); every failure raises StoreError naming the
+database (URL without password) and the cause, and is counted. Methods may
+be called from several threads (one engine, a pool of connections).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+from alembic.util import CommandError
+from prometheus_client import CollectorRegistry
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import Connection, Engine, Row, Select, delete, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from fabricops.core.frame import Frame, FrameDecodeError
+from fabricops.core.records import Event, EventKind
+from fabricops.store import bulk, queries
+from fabricops.store.bulk import UnsupportedDialectError, insert_rows
+from fabricops.store.database import (
+    DatabaseUrlError,
+    build_engine,
+    describe_error,
+    display_url,
+    parse_url,
+)
+from fabricops.store.metrics import StoreMetrics
+from fabricops.store.models import (
+    SEGMENTS,
+    STREAM_STATES,
+    Base,
+    EventRow,
+    IntPathRow,
+    SegmentRow,
+    SeriesRow,
+    StagedFrameRow,
+)
+from fabricops.store.records import IntPathRecord, SegmentRecord, SeriesRecord, merge_int_paths
+from fabricops.store.schema import SchemaVersionError, prepare
+
+T = TypeVar("T")
+_log = logging.getLogger(__name__)
+
+SERIES_KEY = ("entity", "metric")
+SEGMENT_KEY = ("device", "source", "t_start_ns", "first_seq")
+EVENT_KEY = ("ts_ns", "entity", "metric", "kind")
+INT_PATH_KEY = ("src_ip", "dst_ip", "sport", "dport", "proto", "path")
+STAGED_KEY = ("device", "source", "ts_ns")
+STREAM_KEY = ("device", "source")
+_FAILURES = (SQLAlchemyError, UnsupportedDialectError, OverflowError)
+
+
+class StoreConfig(BaseModel):
+    """Where the store is and how long it keeps telemetry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str = Field(default="sqlite:///fabricops.db", min_length=1,
+                     description="SQLAlchemy URL; postgresql:// uses psycopg 3")
+    migrate_on_start: bool = Field(
+        default=True, description="Upgrade the schema on start; else require it at head")
+    retention_s: float = Field(default=7 * 86400, gt=0,
+                               description="prune() deletes telemetry older than this")
+    timeout_s: float = Field(default=5.0, gt=0, le=300,
+                             description="PostgreSQL connect timeout; SQLite lock wait")
+
+
+class StoreError(RuntimeError):
+    """A store operation failed; the message names the database and the cause."""
+
+
+class Store:
+    """Telemetry tables behind one engine; see the module docstring."""
+
+    def __init__(self, config: StoreConfig, registry: CollectorRegistry | None = None) -> None:
+        self.config = config
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = StoreMetrics(self.registry)
+        self.url = display_url(config.url)
+        self._engine: Engine | None = None
+
+    def start(self) -> None:
+        """Connect, then migrate to head (or check the schema is at head)."""
+        if self._engine is not None:
+            return
+        try:
+            engine = build_engine(parse_url(self.config.url), timeout_s=self.config.timeout_s)
+        except DatabaseUrlError as exc:
+            self.metrics.errors.labels("start").inc()
+            raise StoreError(f"database {self.url}: {exc}") from exc
+        try:
+            prepare(engine, migrate=self.config.migrate_on_start)
+        except (*_FAILURES, SchemaVersionError, CommandError) as exc:
+            engine.dispose()
+            self.metrics.errors.labels("start").inc()
+            cause = str(exc) if isinstance(exc, SchemaVersionError) else describe_error(exc)
+            raise StoreError(f"database {self.url}: {cause}") from exc
+        self._engine = engine
+
+    def stop(self) -> None:
+        """Close every pooled connection; the store may be started again."""
+        if self._engine is not None:
+            self._engine.dispose()
+            self._engine = None
+
+    def put_series(self, records: Iterable[SeriesRecord]) -> int:
+        """Record series not seen before (by entity and metric); returns how many."""
+        rows = [{"device": r.device, "entity": r.entity, "metric": r.metric, "kind": r.kind}
+                for r in records]
+        return self._put("put_series", SeriesRow.__tablename__, rows, SERIES_KEY)
+
+    def series(self, *, device: str | None = None,
+               entity: str | None = None) -> list[SeriesRecord]:
+        """Series of ``device`` and/or ``entity`` (all if None), by device, entity, metric."""
+        rows = self._query("series", partial(queries.series, device=device, entity=entity))
+        return [SeriesRecord(r.device, r.entity, r.metric, r.kind) for r in rows]
+
+    def put_segments(self, records: Sequence[SegmentRecord]) -> int:
+        """Store segments not stored yet (by device, source, t_start_ns, first_seq)."""
+        rows = [queries.segment_row(r) for r in records]
+        return self._put("put_segments", SegmentRow.__tablename__, rows, SEGMENT_KEY)
+
+    def segments(self, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None = None,
+                 source: str | None = None) -> list[SegmentRecord]:
+        """Segments overlapping [t0_ns, t1_ns], by device, source, t_start_ns, first_seq."""
+        rows = self._query("segments", partial(queries.segments, t0_ns=t0_ns, t1_ns=t1_ns,
+                                               devices=devices, source=source))
+        return [queries.segment_record(r) for r in rows]
+
+    def segment_watermarks(self) -> dict[tuple[str, str], int]:
+        """(device, source) -> the latest t_end_ns stored."""
+        stmt = select(SegmentRow.device, SegmentRow.source, func.max(SegmentRow.t_end_ns)) \
+            .group_by(SegmentRow.device, SegmentRow.source)
+        rows = self._read("segment_watermarks", lambda conn: conn.execute(stmt).all())
+        return {(device, source): int(t_end) for device, source, t_end in rows}
+
+    def put_events(self, events: Sequence[Event]) -> int:
+        """Store events not stored yet (by ``Event.key``); returns how many."""
+        rows = [queries.event_row(e) for e in events]
+        return self._put("put_events", EventRow.__tablename__, rows, EVENT_KEY)
+
+    def events(self, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None = None,
+               entities: Sequence[str] | None = None, metric: str | None = None,
+               kind: EventKind | str | None = None, limit: int = 10_000) -> list[Event]:
+        """Events with t0_ns <= ts_ns <= t1_ns matching every filter given, the first
+        ``limit`` by ts_ns, entity, metric, kind."""
+        rows = self._query("events", partial(
+            queries.events, t0_ns=t0_ns, t1_ns=t1_ns, devices=devices, entities=entities,
+            metric=metric, kind=kind, limit=limit))
+        return [queries.event_record(r) for r in rows]
+
+    def put_int_paths(self, records: Sequence[IntPathRecord]) -> int:
+        """Add (flow, path) observations; returns rows inserted or changed.
+
+        A stored (flow, path) is merged: first/last seen widened, the largest hop
+        latency kept, the sink of the latest report kept. ``n_reports`` is added
+        when the record's window is disjoint from the stored one; an overlapping
+        window (a re-delivery) keeps the larger count, so a repeat changes nothing.
+        """
+        rows = [queries.int_path_row(r) for r in merge_int_paths(records)]
+        return self._put("put_int_paths", IntPathRow.__tablename__, rows, INT_PATH_KEY,
+                         offered=len(records), upsert=queries.INT_PATH_MERGE)
+
+    def int_paths(self, *, t0_ns: int, t1_ns: int,
+                  switch: str | None = None) -> list[IntPathRecord]:
+        """(flow, path)s seen within [t0_ns, t1_ns] (crossing ``switch`` if given),
+        ordered by flow and path."""
+        rows = self._query("int_paths",
+                           partial(queries.int_paths, t0_ns=t0_ns, t1_ns=t1_ns, switch=switch))
+        records = [queries.int_path_record(r) for r in rows]
+        return records if switch is None else queries.crossing(records, switch)
+
+    def stage_frames(self, frames: Sequence[Frame]) -> int:
+        """Keep frames of open windows until ``close_window`` (by device, source, ts_ns)."""
+        rows = [{"device": f.device, "source": str(f.source), "ts_ns": f.ts_ns, "seq": f.seq,
+                 "frame": f.encode()} for f in frames]
+        return self._put("stage_frames", StagedFrameRow.__tablename__, rows, STAGED_KEY)
+
+    def staged_frames(self, *, device: str | None = None,
+                      source: str | None = None) -> list[Frame]:
+        """Staged frames (of ``device`` / ``source`` if given), by device, source, ts_ns.
+
+        A frame that no longer decodes is skipped, counted and logged."""
+        rows = self._query("staged_frames", partial(queries.staged, device=device, source=source))
+        frames = []
+        for row in rows:
+            try:
+                frames.append(Frame.decode(row.frame))
+            except FrameDecodeError as exc:
+                self.metrics.errors.labels("staged_frames_decode").inc()
+                _log.warning("database %s: staged frame of %s/%s at %d skipped: %s",
+                             self.url, row.device, row.source, row.ts_ns, exc)
+        return frames
+
+    def close_window(self, segments: Sequence[SegmentRecord], *, device: str, source: str,
+                     before_ts_ns: int, state: bytes | None = None) -> int:
+        """In one transaction: drop the staged frames of (device, source) with ts_ns <
+        ``before_ts_ns``, store ``segments`` and, if given, save ``state`` as the
+        stream's checkpoint at ``before_ts_ns`` (an older one never replaces a newer
+        one). Returns segments inserted."""
+        rows = [queries.segment_row(r) for r in segments]
+        unstage = delete(StagedFrameRow).where(
+            StagedFrameRow.device == device, StagedFrameRow.source == str(source),
+            StagedFrameRow.ts_ns < before_ts_ns)
+        checkpoint = [] if state is None else [
+            {"device": device, "source": str(source), "ts_ns": before_ts_ns, "state": state}]
+
+        def work(conn: Connection) -> tuple[int, int]:
+            deleted = conn.execute(unstage).rowcount
+            inserted = insert_rows(conn, SEGMENTS, rows, key=SEGMENT_KEY)
+            insert_rows(conn, STREAM_STATES, checkpoint, key=STREAM_KEY,
+                        upsert=queries.CHECKPOINT_MERGE)
+            return deleted, inserted
+
+        deleted, inserted = self._transaction("close_window", work)
+        self.metrics.rows_deleted.labels(StagedFrameRow.__tablename__).inc(deleted)
+        self.metrics.written(SegmentRow.__tablename__, len(rows), inserted)
+        return inserted
+
+    def stream_states(self) -> dict[tuple[str, str], bytes]:
+        """(device, source) -> the checkpoint ``close_window`` saved last."""
+        stmt = select(STREAM_STATES.c.device, STREAM_STATES.c.source, STREAM_STATES.c.state)
+        rows = self._read("stream_states", lambda conn: conn.execute(stmt).all())
+        return {(device, source): bytes(state) for device, source, state in rows}
+
+    def prune(self, *, now_ns: int) -> int:
+        """Delete telemetry older than ``retention_s`` before ``now_ns``: segments and
+        INT paths that ended, events and staged frames stamped, before the cutoff."""
+        cutoff = now_ns - round(self.config.retention_s * 1e9)
+        stmts = queries.prune(cutoff)
+
+        def work(conn: Connection) -> dict[str, int]:
+            return {table: conn.execute(stmt).rowcount for table, stmt in stmts.items()}
+
+        deleted = self._transaction("prune", work)
+        for table, n in deleted.items():
+            self.metrics.rows_deleted.labels(table).inc(n)
+        return sum(deleted.values())
+
+    def _put(self, op: str, table: str, rows: Sequence[Mapping[str, object]],
+             key: Sequence[str], *,
+             offered: int | None = None, upsert: bulk.Upsert | None = None) -> int:
+        target = Base.metadata.tables[table]
+        changed = self._transaction(
+            op, lambda conn: insert_rows(conn, target, rows, key=key, upsert=upsert))
+        self.metrics.written(table, len(rows) if offered is None else offered, changed)
+        return changed
+
+    def _transaction(self, op: str, work: Callable[[Connection], T]) -> T:
+        engine = self._running(op)
+        started = time.perf_counter()
+        try:
+            with engine.begin() as conn:
+                result = work(conn)
+        except _FAILURES as exc:
+            self.metrics.errors.labels(op).inc()
+            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}") from exc
+        self.metrics.write_seconds.labels(op).observe(time.perf_counter() - started)
+        return result
+
+    def _query(self, op: str, build: Callable[[str], Select[Any]]) -> Sequence[Row[Any]]:
+        """Rows of the statement ``build`` makes for the database's dialect name."""
+        return self._read(op, lambda conn: conn.execute(build(conn.dialect.name)).all())
+
+    def _read(self, op: str, work: Callable[[Connection], T]) -> T:
+        engine = self._running(op)
+        try:
+            with engine.connect() as conn:
+                return work(conn)
+        except _FAILURES as exc:
+            self.metrics.errors.labels(op).inc()
+            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}") from exc
+
+    def _running(self, op: str) -> Engine:
+        if self._engine is None:
+            raise StoreError(f"{op} on database {self.url}: the store is not started")
+        return self._engine
