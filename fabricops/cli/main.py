@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from fabricops import __version__
-from fabricops.cli import probes, sim
+from fabricops.cli import probes, query, sim
 from fabricops.cli.tail import tail
 from fabricops.cli.up import collect, up
 
@@ -19,6 +19,7 @@ app.command()(collect)
 app.command()(tail)
 app.add_typer(sim.app, name="sim")
 app.add_typer(probes.app, name="probes")
+app.add_typer(query.app, name="query")
 
 
 def _show_version(value: bool) -> None:

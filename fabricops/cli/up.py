@@ -19,8 +19,9 @@ from fabricops.collectors.collection import PROTOCOLS, Collection, CollectionSta
 from fabricops.core.bus import Bus
 from fabricops.core.bus_factory import BusConfig, make_bus
 from fabricops.core.inventory import load_inventory
+from fabricops.pipeline.service import PipelineService, PipelineServiceConfig, PipelineStatus
 from fabricops.simulator.agents.service import SimulatedFabric, SimulatedFabricConfig
-from fabricops.simulator.scenario import build_simulator
+from fabricops.simulator.scenario import Scenario, build_simulator
 
 BusKind = Annotated[str, typer.Option("--bus", help="memory (in-process) or kafka")]
 Bootstrap = Annotated[str, typer.Option(
@@ -30,7 +31,8 @@ Seconds = Annotated[float, typer.Option(
     "--duration", min=0, help="Stop after this many wall seconds (0: run until Ctrl-C)")]
 
 
-def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float) -> Text:
+def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float,
+                 pipeline: PipelineStatus | None = None) -> Text:
     parts = [f"{wall_s:6.0f}s"]
     if sim_s is not None:
         parts.append(f"fabric t={sim_s:,.0f}s")
@@ -40,6 +42,9 @@ def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float) -
     parts.append(f"int {status.int_reports:,} reports")
     samples = sum(status.samples.values())
     parts.append(f"{samples:,} samples published")
+    if pipeline is not None:
+        parts.append(f"pipeline {pipeline.frames:,} frames {pipeline.segments:,} segments "
+                     f"{pipeline.events:,} events {pipeline.hot_devices} sampled fast")
     return Text("  |  ".join(parts))
 
 
@@ -52,7 +57,7 @@ def _bus(kind: str, bootstrap: str) -> Bus:
 
 
 def _watch(collection: Collection, fabric: SimulatedFabric | None, duration: float,
-           console: Console) -> CollectionStatus:
+           console: Console, pipeline: PipelineService | None = None) -> CollectionStatus:
     """Show a live status line (on a terminal) until ``duration`` passes or Ctrl-C."""
     stop = threading.Event()
     previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
@@ -65,7 +70,8 @@ def _watch(collection: Collection, fabric: SimulatedFabric | None, duration: flo
             wall = time.monotonic() - started
             if live is not None:
                 sim_s = fabric.sim.time_s if fabric is not None else None
-                live.update(_status_line(collection.status(), sim_s, wall), refresh=True)
+                piped = pipeline.status() if pipeline is not None else None
+                live.update(_status_line(collection.status(), sim_s, wall, piped), refresh=True)
             if duration and wall >= duration:
                 break
     finally:
@@ -88,36 +94,62 @@ def up(
     snmp_interval: Annotated[float, typer.Option(min=0.1, help="SNMP poll interval, s")] = 10.0,
     gnmi_interval: Annotated[float, typer.Option(min=0.1, help="gNMI sample interval, s")]
     = 1.0,
+    db: Annotated[str, typer.Option("--db", envvar="FABRICOPS_STORE__URL",
+                                    help="Store URL (SQLite file or PostgreSQL)")]
+    = "sqlite:///fabricops-data/fabricops.db",
 ) -> None:
-    """Run the stack on the embedded default: a simulated fabric and its collectors.
+    """Run the stack on the embedded default: a simulated fabric, collectors and pipeline.
 
     The fabric (a scenario: topology, jobs, faults) runs in real time or faster
     and serves every switch over SNMP and gNMI on loopback and sends INT reports;
     the SNMP poller, the gNMI subscriber and the INT receiver collect them and
-    publish on the bus (in-process by default, or Kafka). A status line shows
-    targets up and what was published. Ctrl-C stops it.
+    publish on the bus (in-process by default, or Kafka). The pipeline turns
+    the telemetry into keyframe segments and key events in the store (SQLite by
+    default; read them with `fabricops query`) and samples implicated devices
+    fast. A status line shows targets up and what moved. Ctrl-C stops it.
 
         fabricops up --duration 30
         fabricops up --preset pfc-storm --speed 5 --bus kafka -b 127.0.0.1:9092
     """
     console = stderr_console()
     with user_errors():
-        sim = build_simulator(choose_scenario(scenario, preset))
+        sim = build_simulator(_on_wall_clock(choose_scenario(scenario, preset)))
         fabric = SimulatedFabric(sim, SimulatedFabricConfig(
             speed=speed, snmp_interval_s=snmp_interval, gnmi_interval_s=gnmi_interval))
+        _sqlite_dir(db)
         bus = _bus(bus_kind, bootstrap)
+        pipeline = PipelineService(PipelineServiceConfig.model_validate(
+            {"store": {"url": db}}), bus, sim.fabric.topology)
+        pipeline.start()
         fabric.start()
         collection = Collection(fabric.inventory(), bus)
         collection.start()
         try:
-            final = _watch(collection, fabric, duration, console)
+            final = _watch(collection, fabric, duration, console, pipeline)
         finally:
             collection.stop()
             fabric.stop()
             bus.flush(10.0)
+            time.sleep(1.0)  # the worker's last poll
+            pipeline.stop()
             bus.stop()
     if not stderr_is_terminal():
-        console.print(_status_line(final, sim.time_s, duration))
+        console.print(_status_line(final, sim.time_s, duration, pipeline.status()))
+        console.print(f"stored in {db}; try: fabricops query events --db {db}")
+
+
+def _on_wall_clock(scenario: Scenario) -> Scenario:
+    """A live twin starts its clock now, like a real fabric (unless the scenario sets it)."""
+    if "start_time_ns" in scenario.sim:
+        return scenario
+    now = time.time_ns() // 10**9 * 10**9
+    return scenario.model_copy(update={"sim": {**scenario.sim, "start_time_ns": now}})
+
+
+def _sqlite_dir(url: str) -> None:
+    """Create the folder of a SQLite file URL, so the first run needs no set-up."""
+    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
 
 
 def collect(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -18,8 +19,9 @@ def test_up_collects_every_protocol_from_the_simulated_fabric(tmp_path: Path) ->
         "name: small\nseed: 1\nduration_s: 10\n"
         "topology: {builder: leaf_spine, params: {gpus: 64}}\n"
         "jobs: [{name: job-a, hosts: 6, compute_s: 0.0, comm_bytes_per_nic: 1.0e+15}]\n")
+    db = f"sqlite:///{tmp_path / 'data' / 'fabricops.db'}"
     result = CliRunner().invoke(app, ["up", str(scenario), "--duration", "4", "--speed", "5",
-                                      "--snmp-interval", "1"], env=ENV)
+                                      "--snmp-interval", "1", "--db", db], env=ENV)
     assert result.exit_code == 0, result.output
     line = " ".join(result.stderr.split())
     snmp = re.search(r"snmp (\d+)/(\d+) up ([\d,]+) frames", line)
@@ -33,6 +35,13 @@ def test_up_collects_every_protocol_from_the_simulated_fabric(tmp_path: Path) ->
     assert int(snmp.group(2)) >= 2
     assert int(gnmi.group(3).replace(",", "")) >= int(gnmi.group(2))
     assert int(reports.group(1).replace(",", "")) > 0
+    piped = re.search(r"pipeline ([\d,]+) frames", line)
+    assert piped is not None, line
+    assert int(piped.group(1).replace(",", "")) > 0, "the pipeline kept what was collected"
+    shown = CliRunner().invoke(app, ["query", "series", "leaf-0:eth1", "in_octets", "--db", db,
+                                     "--json"], env=ENV)
+    assert shown.exit_code == 0, shown.output
+    assert len(json.loads(shown.stdout)["ts_ns"]) > 0
 
 
 def test_collect_names_a_misspelled_inventory_key(tmp_path: Path) -> None:

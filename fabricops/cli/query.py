@@ -1,0 +1,149 @@
+"""``fabricops query``: series, latest values and events from the store."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from fabricops.cli.common import fail, stdout_console, user_errors
+from fabricops.core.records import EventKind
+from fabricops.pipeline.query import QueryError, latest, read_series
+from fabricops.store.store import Store, StoreConfig, StoreError
+
+app = typer.Typer(no_args_is_help=True, help=(
+    "Read what the pipeline stored: a series over a range (raw or as rates), the latest "
+    "values of entities, and key events. Times are the telemetry's own; --last counts "
+    "back from the newest data in the store."))
+
+Db = Annotated[str, typer.Option(
+    "--db", envvar="FABRICOPS_STORE__URL",
+    help="Store URL: sqlite:///PATH or postgresql://USER@HOST/DB")]
+Last = Annotated[str | None, typer.Option(
+    "--last", help="Only the last DURATION before the newest data: 90s, 10m, 2h")]
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
+DEFAULT_DB = "sqlite:///fabricops-data/fabricops.db"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str) -> float:
+    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds -> seconds; ValueError names it."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
+    if not match:
+        raise ValueError(f"--last {text!r}: expected a duration such as 90s, 10m, 2h or 1d")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+@contextmanager
+def opened(url: str) -> Iterator[Store]:
+    """The store at ``url``, without creating or migrating anything."""
+    store = Store(StoreConfig(url=url, migrate_on_start=False))
+    with user_errors():
+        try:
+            store.start()
+        except StoreError as exc:
+            raise fail(str(exc)) from None
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+def _range(store: Store, last: str | None) -> tuple[int, int]:
+    newest = max(store.segment_watermarks().values(), default=0)
+    newest = max([newest, *(f.ts_ns for f in store.staged_frames())])
+    if last is None:
+        return 0, max(newest, 2**62)
+    return newest - round(parse_duration(last) * 1e9), newest
+
+
+def _when(ts_ns: int) -> str:
+    return datetime.fromtimestamp(ts_ns / 1e9, UTC).isoformat(timespec="milliseconds")
+
+
+@app.command("series")
+def series(entity: Annotated[str, typer.Argument(help="Port or NIC, e.g. leaf-0-0:eth3")],
+           metric: Annotated[str, typer.Argument(help="Catalogue metric, e.g. out_octets")],
+           db: Db = DEFAULT_DB, last: Last = None,
+           rate: Annotated[bool, typer.Option("--rate", help="Counters as per-second rates")]
+           = False,
+           source: Annotated[str | None, typer.Option(help="snmp, gnmi or sim")] = None,
+           as_json: AsJson = False) -> None:
+    """One series over a range, reconstructed from its keyframe segments."""
+    with opened(db) as store, user_errors():
+        t0, t1 = _range(store, last)
+        try:
+            data = read_series(store, entity=entity, metric=metric, t0_ns=t0, t1_ns=t1,
+                               rate=rate, source=source)
+        except QueryError as exc:
+            raise fail(str(exc)) from None
+    values = [None if isinstance(v, float) and np.isnan(v) else v
+              for v in data.values.tolist()]
+    if as_json:
+        typer.echo(json.dumps({"entity": entity, "metric": metric, "source": data.source,
+                               "kind": data.kind.value, "rate": rate,
+                               "max_error": data.max_error, "ts_ns": data.ts_ns.tolist(),
+                               "values": values}))
+        return
+    if not len(data.ts_ns):
+        raise fail(f"no samples of {metric} on {entity} in the store for that range")
+    table = Table(title=f"{entity} {metric}{' rate/s' if rate else ''} ({data.source})")
+    table.add_column("time (UTC)")
+    table.add_column("value", justify="right")
+    for ts, v in zip(data.ts_ns.tolist(), values, strict=True):
+        table.add_row(_when(ts), "unknown" if v is None else f"{v:,.6g}"
+                      if isinstance(v, float) else f"{v:,}")
+    stdout_console().print(table)
+
+
+@app.command("latest")
+def latest_values(entities: Annotated[list[str], typer.Argument(help="Ports or NICs")],
+                  metric: Annotated[list[str], typer.Option(
+                      "--metric", "-m", help="Metric to show (repeat for more)")],
+                  db: Db = DEFAULT_DB, lookback: Annotated[str, typer.Option(
+                      help="How far back from the newest data to look")] = "10m",
+                  as_json: AsJson = False) -> None:
+    """The newest value of each metric on each entity."""
+    with opened(db) as store, user_errors():
+        _, newest = _range(store, "0s")
+        rows = latest(store, entities=entities, metrics=metric,
+                      lookback_s=parse_duration(lookback), now_ns=newest)
+    if as_json:
+        typer.echo(json.dumps([r.__dict__ for r in rows]))
+        return
+    table = Table(title="latest values")
+    for col in ("entity", "metric", "time (UTC)", "value"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r.entity, r.metric, _when(r.ts_ns), f"{r.value:,}")
+    stdout_console().print(table)
+
+
+@app.command("events")
+def events(db: Db = DEFAULT_DB, last: Last = None,
+           device: Annotated[list[str] | None, typer.Option(help="Only these devices")] = None,
+           entity: Annotated[list[str] | None, typer.Option(help="Only these entities")] = None,
+           kind: Annotated[EventKind | None, typer.Option(help="Only this kind")] = None,
+           limit: Annotated[int, typer.Option(min=1)] = 200, as_json: AsJson = False) -> None:
+    """Key events (state changes, threshold crossings, anomalies) in time order."""
+    with opened(db) as store, user_errors():
+        t0, t1 = _range(store, last)
+        found = store.events(t0_ns=t0, t1_ns=t1, devices=device, entities=entity,
+                             kind=kind.value if kind else None, limit=limit)
+    if as_json:
+        typer.echo(json.dumps([e.model_dump(mode="json") for e in found]))
+        return
+    table = Table(title=f"{len(found)} events")
+    for col in ("time (UTC)", "severity", "kind", "entity", "metric", "value", "detail"):
+        table.add_column(col)
+    for e in found:
+        table.add_row(_when(e.ts_ns), e.severity.value, e.kind.value, e.entity, e.metric,
+                      f"{e.value:,.6g}", e.detail)
+    stdout_console().print(table)

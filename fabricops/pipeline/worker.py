@@ -1,0 +1,303 @@
+"""The pipeline worker: telemetry from the bus into rates, events and keyframe segments.
+
+``PipelineWorker.process(messages)`` is one batch: decode frames, set aside
+the bad ones (undecodable, from the future, unknown metrics dropped from an
+otherwise good frame), follow each (device, source) stream in time order
+(:class:`~fabricops.pipeline.stream.SeriesStream`), store and publish the
+events, stage the frames of windows still open, and close every window that
+is complete into one keyframe segment. Only then are the offsets committed,
+so a worker killed anywhere in a batch finds its frames again (staged in the
+store, or re-delivered by the bus) and the store's idempotent writes make the
+second pass add nothing.
+
+A window is ``keyframe_interval_s`` of one stream. It closes when a frame of
+a later window arrives for that stream, or when the newest frame of the same
+source is ``close_grace_s`` past the window's end (a device that went quiet;
+sources are apart because their clocks may be: SNMP stamps the poll time,
+gNMI the device's own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from prometheus_client import CollectorRegistry
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Message, Topic, topic_name
+from fabricops.core.catalogue import CATALOGUE
+from fabricops.core.frame import Frame, FrameError
+from fabricops.core.records import Event
+from fabricops.pipeline.events import EventConfig, EventRules
+from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
+from fabricops.pipeline.stream import SeriesStream
+from fabricops.pipeline.worker_metrics import WorkerMetrics
+from fabricops.store.records import SegmentRecord
+from fabricops.store.store import Store
+
+log = logging.getLogger(__name__)
+StreamKey = tuple[str, str]
+
+
+class PipelineConfig(BaseModel):
+    """How a pipeline worker consumes, windows and judges telemetry."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    group: str = Field(default="fabricops-pipeline", min_length=1)
+    prefix: str = DEFAULT_PREFIX
+    keyframe_interval_s: float = Field(default=60.0, gt=0, le=3600)
+    close_grace_s: float = Field(default=30.0, ge=0, description="Quiet stream's window wait")
+    max_future_s: float = Field(default=60.0, gt=0, description="Newer frames are rejected")
+    poll_timeout_s: float = Field(default=0.5, gt=0)
+    max_records: int = Field(default=1000, ge=1)
+    events: EventConfig = EventConfig()
+
+
+@dataclass
+class BatchResult:
+    """What one batch did (the counts also go to the worker's metrics)."""
+
+    frames: int = 0
+    events: list[Event] = field(default_factory=list)
+    segments: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_events(self) -> int:
+        return len(self.events)
+
+    def reject(self, reason: str, n: int = 1) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + n
+
+
+@dataclass
+class _Window:
+    index: int
+    frames: list[Frame] = field(default_factory=list)
+
+
+class PipelineWorker:
+    """A member of the pipeline's consumer group (see the module docstring)."""
+
+    def __init__(self, config: PipelineConfig, bus: Bus, store: Store,
+                 registry: CollectorRegistry | None = None,
+                 clock_ns: Callable[[], int] = time.time_ns) -> None:
+        self.config = config
+        self.bus = bus
+        self.store = store
+        self.metrics = WorkerMetrics(registry or CollectorRegistry())
+        self.clock_ns = clock_ns
+        self.rules = EventRules(config.events)
+        # called after every batch with its events and the newest frame time (ns)
+        self.on_batch: list[Callable[[Sequence[Event], int], None]] = []
+        self._streams: dict[StreamKey, SeriesStream] = {}
+        self._windows: dict[StreamKey, _Window] = {}
+        self._newest_ns = 0
+        self._newest_by_source: dict[str, int] = {}
+        self._kf_ns = round(config.keyframe_interval_s * 1e9)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def restore(self) -> int:
+        """Resume every stream from its checkpoint and reopen its staged window.
+
+        A checkpoint is saved with each closed window; the staged frames newer
+        than it are replayed (without publishing their events again, which the
+        store already holds), so the streams are exactly as before the stop.
+        Returns the number of staged frames found.
+        """
+        for key, state in self.store.stream_states().items():
+            self._streams[key] = SeriesStream.resume(*key, self.rules, state)
+        frames = self.store.staged_frames()
+        closed: list[tuple[StreamKey, _Window]] = []
+        for frame in sorted(frames, key=lambda f: (f.device, f.source.value, f.ts_ns)):
+            _, done = self._accept(frame, BatchResult(), emit=False, replay=True)
+            if done is not None:
+                closed.append(done)
+        self._persist(BatchResult(), [], closed)
+        return len(frames)
+
+    def start(self) -> None:
+        """Restore staged state, join the group (BusError if unreachable) and run."""
+        self.restore()
+        consumer = self.bus.subscribe([topic_name(Topic.TELEMETRY, self.config.prefix)],
+                                      self.config.group)
+        self._thread = threading.Thread(target=self._run, args=(consumer,),
+                                        name="pipeline-worker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+            self._thread = None
+
+    def process(self, messages: Sequence[Message]) -> BatchResult:
+        """One batch (see the module docstring); durable when it returns."""
+        result = BatchResult()
+        frames = self._decode(messages, result)
+        frames.sort(key=lambda f: (f.device, f.source.value, f.ts_ns))
+        closed: list[tuple[StreamKey, _Window]] = []
+        accepted: list[Frame] = []
+        for frame in frames:
+            ok, done = self._accept(frame, result, emit=True)
+            if done is not None:
+                closed.append(done)
+            if ok:
+                accepted.append(frame)
+        closed.extend(self._quiet_windows())
+        self._persist(result, accepted, closed)
+        return result
+
+    def _decode(self, messages: Sequence[Message], result: BatchResult) -> list[Frame]:
+        limit = self.clock_ns() + round(self.config.max_future_s * 1e9)
+        known = CATALOGUE.is_known
+        out: list[Frame] = []
+        for msg in messages:
+            try:
+                frame = Frame.decode(msg.value)
+            except FrameError as exc:
+                self._reject(result, "undecodable", f"{msg.topic}[{msg.partition}]@{msg.offset}: "
+                             f"{exc}")
+                continue
+            if frame.ts_ns > limit:
+                self._reject(result, "future", f"frame of {frame.device} at {frame.ts_ns} ns is "
+                             f"{(frame.ts_ns - limit) / 1e9:.0f} s past the allowed clock skew")
+                continue
+            ids = frame.metric.astype(np.int64)
+            ok = (ids < len(known)) & known[np.minimum(ids, len(known) - 1)]
+            if not ok.all():
+                bad = sorted(set(frame.metric[~ok].tolist()))
+                self._reject(result, "unknown_metric", f"frame of {frame.device}: metric ids "
+                             f"{bad} are not in the catalogue; {int((~ok).sum())} samples dropped",
+                             n=int((~ok).sum()))
+                frame = Frame(frame.device, frame.ts_ns, frame.source, frame.seq, frame.entities,
+                              frame.entity_idx[ok], frame.metric[ok], frame.raw[ok])
+            out.append(frame)
+        return out
+
+    def _reject(self, result: BatchResult, reason: str, why: str, n: int = 1) -> None:
+        result.reject(reason, n)
+        self.metrics.rejected.labels(reason).inc(n)
+        log.warning("pipeline set aside %s: %s", reason, why)
+
+    def _accept(self, frame: Frame, result: BatchResult, *, emit: bool,
+                replay: bool = False) -> tuple[bool, tuple[StreamKey, _Window] | None]:
+        """Step the frame's stream and window it: was it new, and the window it closed.
+
+        A frame not newer than its stream is a duplicate, unless ``replay``: then
+        it is a staged frame the checkpoint already covers, windowed but not stepped.
+        """
+        key = (frame.device, frame.source.value)
+        stream = self._streams.get(key)
+        if stream is None:
+            stream = self._streams[key] = SeriesStream(*key, self.rules)
+        if stream.last_ts_ns is None or frame.ts_ns > stream.last_ts_ns:
+            self._step(stream, frame, result, emit)
+        elif not replay:
+            result.reject("duplicate")
+            self.metrics.rejected.labels("duplicate").inc()
+            return False, None
+        self._newest_ns = max(self._newest_ns, frame.ts_ns)
+        src = frame.source.value
+        self._newest_by_source[src] = max(self._newest_by_source.get(src, 0), frame.ts_ns)
+        index = frame.ts_ns // self._kf_ns
+        window = self._windows.get(key)
+        closed = None
+        if window is not None and window.index != index:
+            closed = (key, window)
+            window = None
+        if window is None:
+            window = self._windows[key] = _Window(index)
+        window.frames.append(frame)
+        return True, closed
+
+    def _step(self, stream: SeriesStream, frame: Frame, result: BatchResult, emit: bool) -> None:
+        step = stream.step(frame, emit=emit)
+        result.frames += 1
+        result.events.extend(step.events)
+        if step.reset:
+            self.metrics.resets.inc()
+            log.info("counters of %s (%s) were reset at %d ns", stream.device, stream.source,
+                     frame.ts_ns)
+        for entity, metric in step.backwards:
+            self._reject(result, "counter_backwards", f"{metric} of {entity} went down at "
+                         f"{frame.ts_ns} ns without a reset of the device; rate left unknown")
+
+    def _quiet_windows(self) -> list[tuple[StreamKey, _Window]]:
+        grace = round(self.config.close_grace_s * 1e9)
+        quiet = [k for k, w in self._windows.items()
+                 if (w.index + 1) * self._kf_ns + grace <= self._newest_by_source.get(k[1], 0)]
+        return [(k, self._windows.pop(k)) for k in quiet]
+
+    def _persist(self, result: BatchResult, accepted: list[Frame],
+                 closed: list[tuple[StreamKey, _Window]]) -> None:
+        started = time.perf_counter()
+        if result.events:
+            self.store.put_events(result.events)
+            self.bus.publish(topic_name(Topic.EVENTS, self.config.prefix), b"events",
+                             [e.encode() for e in result.events])
+        if accepted:
+            self.store.stage_frames(accepted)
+        for (device, source), window in closed:
+            segment = self._segment(device, source, window.frames)
+            result.segments += self.store.close_window(
+                [segment], device=device, source=source,
+                before_ts_ns=window.frames[-1].ts_ns + 1,
+                state=self._streams[(device, source)].snapshot())
+        self.metrics.observe(result, time.perf_counter() - started)
+        for listener in self.on_batch:
+            listener(result.events, self._newest_ns)
+
+    def _segment(self, device: str, source: str, frames: list[Frame]) -> SegmentRecord:
+        block = block_from_frames(frames)
+        bounds = gauge_bounds(block.metric)
+        payload = encode_block(block, bounds)
+        return SegmentRecord(
+            device=device, source=source, t_start_ns=int(block.ts_ns[0]),
+            t_end_ns=int(block.ts_ns[-1]), first_seq=frames[0].seq, last_seq=frames[-1].seq,
+            n_points=len(block.ts_ns), n_series=len(block.entity), encoding=ENCODING,
+            max_error=float(bounds.max(initial=0.0)), payload=payload)
+
+    def flush(self) -> int:
+        """Close every open window now (shutdown, tests); segments written."""
+        closed = list(self._windows.items())
+        self._windows.clear()
+        result = BatchResult()
+        self._persist(result, [], closed)
+        return result.segments
+
+    def _run(self, consumer: Consumer | None) -> None:
+        """Poll, process, commit until stopped; a bus outage is counted and waited out."""
+        backoff = 0.5
+        topic = topic_name(Topic.TELEMETRY, self.config.prefix)
+        while not self._stop.is_set():
+            try:
+                if consumer is None:
+                    consumer = self.bus.subscribe([topic], self.config.group)
+                messages = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
+                if messages:
+                    self.process(messages)
+                consumer.commit()
+                backoff = 0.5
+            except BusError as exc:
+                self.metrics.bus_errors.inc()
+                log.warning("pipeline worker: %s; retrying in %.1f s", exc, backoff)
+                _closed(consumer)
+                consumer = None
+                self._stop.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+        _closed(consumer)
+
+
+def _closed(consumer: Consumer | None) -> None:
+    if consumer is not None:
+        with contextlib.suppress(BusError):
+            consumer.close()
