@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 from fabricops.core.bus import Bus
 from fabricops.core.records import Event
 from fabricops.core.topology import Topology
+from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.sampling import SamplingConfig, SamplingController
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.store.store import Store, StoreConfig
@@ -41,7 +42,8 @@ class PipelineService:
         reg = registry or CollectorRegistry()
         self.config = config
         self.store = Store(config.store, reg)
-        self.worker = PipelineWorker(config.worker, bus, self.store, reg)
+        self.worker = PipelineWorker(config.worker, bus, self.store, reg,
+                                     int_paths=IntPathBook(topology))
         self.sampling = SamplingController(config.sampling, bus, topology, reg)
         self.worker.on_batch.append(self._observe)
 

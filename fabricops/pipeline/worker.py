@@ -1,6 +1,7 @@
 """The pipeline worker: telemetry from the bus into rates, events and keyframe segments.
 
-``PipelineWorker.process(messages)`` is one batch: decode frames, set aside
+``PipelineWorker.process(messages)`` is one batch: INT reports become INT path
+records (:mod:`fabricops.pipeline.int_paths`); telemetry frames are decoded, set aside
 the bad ones (undecodable, from the future, unknown metrics dropped from an
 otherwise good frame), follow each (device, source) stream in time order
 (:class:`~fabricops.pipeline.stream.SeriesStream`), store and publish the
@@ -33,12 +34,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Message, Topic, topic_name
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame, FrameError
+from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Event
 from fabricops.pipeline.events import EventConfig, EventRules
+from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.worker_metrics import WorkerMetrics
-from fabricops.store.records import SegmentRecord
+from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths
 from fabricops.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -88,13 +91,17 @@ class PipelineWorker:
 
     def __init__(self, config: PipelineConfig, bus: Bus, store: Store,
                  registry: CollectorRegistry | None = None,
-                 clock_ns: Callable[[], int] = time.time_ns) -> None:
+                 clock_ns: Callable[[], int] = time.time_ns,
+                 int_paths: IntPathBook | None = None) -> None:
         self.config = config
         self.bus = bus
         self.store = store
         self.metrics = WorkerMetrics(registry or CollectorRegistry())
         self.clock_ns = clock_ns
         self.rules = EventRules(config.events)
+        self.int_paths = int_paths or IntPathBook(None)
+        self.topics = [topic_name(Topic.TELEMETRY, config.prefix),
+                       topic_name(Topic.INT, config.prefix)]
         # called after every batch with its events and the newest frame time (ns)
         self.on_batch: list[Callable[[Sequence[Event], int], None]] = []
         self._streams: dict[StreamKey, SeriesStream] = {}
@@ -127,8 +134,7 @@ class PipelineWorker:
     def start(self) -> None:
         """Restore staged state, join the group (BusError if unreachable) and run."""
         self.restore()
-        consumer = self.bus.subscribe([topic_name(Topic.TELEMETRY, self.config.prefix)],
-                                      self.config.group)
+        consumer = self.bus.subscribe(self.topics, self.config.group)
         self._thread = threading.Thread(target=self._run, args=(consumer,),
                                         name="pipeline-worker", daemon=True)
         self._thread.start()
@@ -142,7 +148,8 @@ class PipelineWorker:
     def process(self, messages: Sequence[Message]) -> BatchResult:
         """One batch (see the module docstring); durable when it returns."""
         result = BatchResult()
-        frames = self._decode(messages, result)
+        paths = self._int_paths([m for m in messages if m.topic == self.topics[1]], result)
+        frames = self._decode([m for m in messages if m.topic != self.topics[1]], result)
         frames.sort(key=lambda f: (f.device, f.source.value, f.ts_ns))
         closed: list[tuple[StreamKey, _Window]] = []
         accepted: list[Frame] = []
@@ -153,8 +160,20 @@ class PipelineWorker:
             if ok:
                 accepted.append(frame)
         closed.extend(self._quiet_windows())
+        if paths:
+            self.store.put_int_paths(paths)
         self._persist(result, accepted, closed)
         return result
+
+    def _int_paths(self, messages: Sequence[Message], result: BatchResult) -> list[IntPathRecord]:
+        out: list[IntPathRecord] = []
+        for msg in messages:
+            try:
+                out.extend(self.int_paths.records(IntBatch.decode(msg.value)))
+            except IntBatchError as exc:
+                self._reject(result, "undecodable_int",
+                             f"{msg.topic}[{msg.partition}]@{msg.offset}: {exc}")
+        return merge_int_paths(out)
 
     def _decode(self, messages: Sequence[Message], result: BatchResult) -> list[Frame]:
         limit = self.clock_ns() + round(self.config.max_future_s * 1e9)
@@ -277,11 +296,10 @@ class PipelineWorker:
     def _run(self, consumer: Consumer | None) -> None:
         """Poll, process, commit until stopped; a bus outage is counted and waited out."""
         backoff = 0.5
-        topic = topic_name(Topic.TELEMETRY, self.config.prefix)
         while not self._stop.is_set():
             try:
                 if consumer is None:
-                    consumer = self.bus.subscribe([topic], self.config.group)
+                    consumer = self.bus.subscribe(self.topics, self.config.group)
                 messages = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
                 if messages:
                     self.process(messages)
