@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from alembic.util import CommandError
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import Connection, Engine, Row, Select, delete, func, select
+from sqlalchemy import Connection, Engine, Row, Select, Table, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from fabricops.core.frame import Frame, FrameDecodeError
@@ -57,6 +57,14 @@ INT_PATH_KEY = ("src_ip", "dst_ip", "sport", "dport", "proto", "path")
 STAGED_KEY = ("device", "source", "ts_ns")
 STREAM_KEY = ("device", "source")
 _FAILURES = (SQLAlchemyError, UnsupportedDialectError, OverflowError)
+
+
+def _replace_build(excluded: Any, table: Table) -> tuple[dict[str, Any], Any]:
+    cols = ("t_end_ns", "last_seq", "n_points", "n_series", "encoding", "max_error", "payload")
+    return {c: excluded[c] for c in cols}, table.c.payload != excluded.payload
+
+
+_REPLACE = bulk.Upsert(_replace_build)
 
 
 class StoreConfig(BaseModel):
@@ -128,6 +136,13 @@ class Store:
         """Store segments not stored yet (by device, source, t_start_ns, first_seq)."""
         rows = [queries.segment_row(r) for r in records]
         return self._put("put_segments", SegmentRow.__tablename__, rows, SEGMENT_KEY)
+
+    def replace_segments(self, records: Sequence[SegmentRecord]) -> int:
+        """Store segments, replacing the ones with the same key (retention rewrites
+        old segments downsampled); returns rows inserted or changed."""
+        rows = [queries.segment_row(r) for r in records]
+        return self._put("replace_segments", SegmentRow.__tablename__, rows, SEGMENT_KEY,
+                         upsert=_REPLACE)
 
     def segments(self, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None = None,
                  source: str | None = None) -> list[SegmentRecord]:

@@ -39,6 +39,18 @@ def test_segments_are_stored_once(store: Store) -> None:
     assert before == samples.segments_overlapping(records, 0, 2**63 - 1)
 
 
+def test_replacing_segments_rewrites_them_in_place_once(store: Store) -> None:
+    records = samples.segments()
+    store.put_segments(records)
+    smaller = [dataclasses.replace(r, n_points=2, payload=b"coarser") for r in records[:2]]
+    assert store.replace_segments(smaller) == 2
+    assert store.replace_segments(smaller) == 0, "an unchanged segment is not rewritten"
+    got = store.segments(t0_ns=0, t1_ns=2**63 - 1)
+    assert len(got) == len(records)
+    assert [r for r in got if r.payload == b"coarser"] == sorted(
+        smaller, key=lambda r: (r.device, r.source, r.t_start_ns, r.first_seq))
+
+
 @pytest.mark.parametrize(("t0_s", "t1_s", "devices", "source"), [
     (0, 59, None, None),
     (59, 60, None, None),
