@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Sequence
 from typing import Protocol
@@ -10,7 +9,8 @@ from typing import Protocol
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, Consumer, Message, Topic, topic_name
+from fabricops.core.busio import consume_until
 from fabricops.core.records import SamplingPolicy
 
 
@@ -57,22 +57,12 @@ class PolicyListener:
 
     def _run(self, consumer: Consumer | None) -> None:
         """Poll until stopped; a bus that goes away is counted, waited out and rejoined."""
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                if consumer is None:
-                    consumer = self.bus.subscribe([self.topic], self.group)
-                for msg in consumer.poll(timeout_s=0.5):
-                    self._apply(msg.value)
-                consumer.commit()
-                backoff = 0.5
-            except BusError:
-                self.bus_errors.inc()
-                _close_quietly(consumer)
-                consumer = None
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
-        _close_quietly(consumer)
+        consume_until(self._stop, self.bus, [self.topic], self.group, self._apply_all,
+                      consumer=consumer, on_bus_error=lambda *_: self.bus_errors.inc())
+
+    def _apply_all(self, messages: list[Message]) -> None:
+        for msg in messages:
+            self._apply(msg.value)
 
     def _apply(self, value: bytes) -> None:
         try:
@@ -84,8 +74,3 @@ class PolicyListener:
             collector.apply_policy(policy)
         self.applied.inc()
 
-
-def _close_quietly(consumer: Consumer | None) -> None:
-    if consumer is not None:
-        with contextlib.suppress(BusError):
-            consumer.close()

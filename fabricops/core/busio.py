@@ -8,11 +8,13 @@ records, one per sink switch, keyed by the sink's node id.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import contextlib
+import threading
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Message, Topic, topic_name
 from fabricops.core.frame import Frame, FrameDecodeError
 from fabricops.core.intreport import IntBatch
 
@@ -67,3 +69,41 @@ class BusIntSink:
         for sink in sorted(set(batch.sink.tolist())):
             part = batch.take(np.flatnonzero(batch.sink == sink))
             self.bus.publish(self.topic, str(sink).encode(), [part.encode()])
+
+
+def consume_until(stop: threading.Event, bus: Bus, topics: Sequence[str], group: str,
+                  handle: Callable[[list[Message]], object], *,
+                  consumer: Consumer | None = None, poll_timeout_s: float = 0.5,
+                  max_records: int = 500,
+                  on_bus_error: Callable[[BusError, float], None] | None = None) -> None:
+    """Poll, ``handle`` a non-empty batch, commit, until ``stop`` is set.
+
+    A commit follows ``handle``, so only handled work is committed. A bus that
+    goes away (BusError) is reported to ``on_bus_error`` with the wait before
+    retrying, waited out with a backoff doubling from 0.5 s to 10 s, and the
+    group is joined again. The consumer is closed on the way out.
+    """
+    backoff = 0.5
+    while not stop.is_set():
+        try:
+            if consumer is None:
+                consumer = bus.subscribe(topics, group)
+            messages = consumer.poll(poll_timeout_s, max_records)
+            if messages:
+                handle(messages)
+            consumer.commit()
+            backoff = 0.5
+        except BusError as exc:
+            if on_bus_error is not None:
+                on_bus_error(exc, backoff)
+            _close_quietly(consumer)
+            consumer = None
+            stop.wait(backoff)
+            backoff = min(backoff * 2, 10.0)
+    _close_quietly(consumer)
+
+
+def _close_quietly(consumer: Consumer | None) -> None:
+    if consumer is not None:
+        with contextlib.suppress(BusError):
+            consumer.close()

@@ -20,7 +20,6 @@ gNMI the device's own).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -32,6 +31,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Message, Topic, topic_name
+from fabricops.core.busio import consume_until
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame, FrameError
 from fabricops.core.intreport import IntBatch, IntBatchError
@@ -295,27 +295,10 @@ class PipelineWorker:
 
     def _run(self, consumer: Consumer | None) -> None:
         """Poll, process, commit until stopped; a bus outage is counted and waited out."""
-        backoff = 0.5
-        while not self._stop.is_set():
-            try:
-                if consumer is None:
-                    consumer = self.bus.subscribe(self.topics, self.config.group)
-                messages = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
-                if messages:
-                    self.process(messages)
-                consumer.commit()
-                backoff = 0.5
-            except BusError as exc:
-                self.metrics.bus_errors.inc()
-                log.warning("pipeline worker: %s; retrying in %.1f s", exc, backoff)
-                _closed(consumer)
-                consumer = None
-                self._stop.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
-        _closed(consumer)
+        consume_until(self._stop, self.bus, self.topics, self.config.group, self.process,
+                      consumer=consumer, poll_timeout_s=self.config.poll_timeout_s,
+                      max_records=self.config.max_records, on_bus_error=self._bus_error)
 
-
-def _closed(consumer: Consumer | None) -> None:
-    if consumer is not None:
-        with contextlib.suppress(BusError):
-            consumer.close()
+    def _bus_error(self, exc: BusError, wait_s: float) -> None:
+        self.metrics.bus_errors.inc()
+        log.warning("pipeline worker: %s; retrying in %.1f s", exc, wait_s)
