@@ -41,6 +41,7 @@ class TickEffects:
     l3_only: B  # per switch
     rx_offset_db: F64  # per port
     node_down: B
+    port_silent: B  # per port: a dead NIC, gone from its host's telemetry
     incast_flows: list[I32] = field(default_factory=list)
     incast_rate: list[float] = field(default_factory=list)
 
@@ -113,6 +114,7 @@ class FaultBook:
             loss=np.zeros(n_ch), pause_fixed=np.zeros(n_ch), drain_share=np.ones(n_ch),
             ecn_mode=np.zeros(n_ch, np.int8), l3_only=np.zeros(len(fab.switch_nodes), bool),
             rx_offset_db=np.zeros(fab.n_ports), node_down=np.zeros(fab.n_nodes, bool),
+            port_silent=np.zeros(fab.n_ports, bool),
         )
         for r in self.active(t_s):
             _apply(fx, r, t_s - r.spec.start_s, fab)
@@ -124,6 +126,8 @@ def _apply(fx: TickEffects, r: Resolved, elapsed_s: float, fab: Fabric) -> None:
     links = np.unique(ch // 2)
     if t in (FaultType.LINK_DOWN, FaultType.NIC_DOWN):
         fx.link_down[links] = True
+        if t is FaultType.NIC_DOWN:
+            fx.port_silent[fab.ch_rx_port[ch]] = True
     elif t is FaultType.LINK_FLAP:
         fx.flap_link[links] = True
         fx.link_down[links] |= (elapsed_s % p.period_s) < p.down_s

@@ -152,6 +152,7 @@ class Simulator:
             self.reroute_all()
         self._converge(t)
         self.reporting = ~fx.node_down
+        self.telemetry.silent = fx.port_silent
         self.telemetry.mark_reported(self.reporting)
         obs = simulate_tick(self, fx, self.effective_paths())
         self.last = obs

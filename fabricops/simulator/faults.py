@@ -7,28 +7,13 @@ score a diagnosis; nothing else in the platform may read it.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricops.core.entities import EntityKind, entity_kind
+from fabricops.core.faults import TARGETS, FaultType, Target
 from fabricops.core.topology import Topology
-
-
-class FaultType(StrEnum):
-    LINK_DOWN = "link_down"
-    LINK_FLAP = "link_flap"
-    GRAY_LOSS = "gray_loss"
-    OPTIC_DEGRADATION = "optic_degradation"
-    HASH_POLARIZATION = "hash_polarization"
-    INCAST = "incast"
-    PFC_STORM = "pfc_storm"
-    SLOW_RECEIVER = "slow_receiver"
-    NIC_DOWN = "nic_down"
-    SWITCH_DOWN = "switch_down"
-    PFC_DEADLOCK = "pfc_deadlock"
-    ECN_MISCONFIG = "ecn_misconfig"
 
 
 class FaultError(ValueError):
@@ -89,23 +74,6 @@ PARAMS: dict[FaultType, type[_Params]] = {
     FaultType.PFC_DEADLOCK: NoParams,
     FaultType.ECN_MISCONFIG: EcnParams,
 }
-
-Target = Literal["link", "nic", "host_or_nic", "switch"]
-TARGETS: dict[FaultType, Target] = {
-    FaultType.LINK_DOWN: "link",
-    FaultType.LINK_FLAP: "link",
-    FaultType.GRAY_LOSS: "link",
-    FaultType.OPTIC_DEGRADATION: "link",
-    FaultType.PFC_DEADLOCK: "link",
-    FaultType.HASH_POLARIZATION: "switch",
-    FaultType.SWITCH_DOWN: "switch",
-    FaultType.ECN_MISCONFIG: "switch",
-    FaultType.PFC_STORM: "nic",
-    FaultType.NIC_DOWN: "nic",
-    FaultType.INCAST: "nic",
-    FaultType.SLOW_RECEIVER: "host_or_nic",
-}
-
 
 class FaultSpec(BaseModel):
     """One fault to inject. ``duration_s`` None lasts to the end of the run."""
@@ -177,3 +145,7 @@ def check_target(spec: FaultSpec, topo: Topology, index: int) -> None:
             hint = f"; did you mean link {topo.link_of_port(spec.entity)!r}?"
         raise FaultError(f"{label}: {spec.type.value} needs a {want.replace('_', ' ')}, "
                          f"and {spec.entity!r} is a {kind.value}{hint}")
+
+
+__all__ = ["PARAMS", "TARGETS", "FaultError", "FaultSpec", "FaultType", "GroundTruth", "Target",
+           "check_target", "parse_fault"]

@@ -56,6 +56,7 @@ class Telemetry:
         self.port_gauges = np.zeros((len(PORT_GAUGES), fabric.n_ports))
         self.nic_gauges = np.zeros((len(NIC_GAUGES), fabric.n_nics))
         self._seq = np.zeros(fabric.n_nodes, np.uint64)
+        self.silent = np.zeros(fabric.n_ports, bool)  # ports left out of frames (dead NICs)
         self._layout = self._frame_layout()
         self._bounds = [
             (r.start, r.stop, int(fabric.port_nic[r.start]) if fabric.node_is_host[n] else -1)
@@ -133,7 +134,9 @@ class Telemetry:
     def frames(self, ts_ns: int, reporting: B) -> list[Frame]:
         """One frame per node that is reporting, in node order. Pure: same tick, same frames.
 
-        Each frame's values are a view of this call's own matrices.
+        Each frame's values are a view of this call's own matrices. A port marked
+        ``silent`` (a dead NIC) is left out of its node's frame, as a host agent
+        no longer lists a NIC that fell off its bus.
         """
         fab = self.fabric
         pm = self.port_matrix()
@@ -144,12 +147,32 @@ class Telemetry:
             start, stop, nic_start = self._bounds[node]
             entities, idx, metric = self._layout[node]
             block = pm[start:stop] if nic_start < 0 else hosts[nic_start:nic_start + stop - start]
+            quiet = self.silent[start:stop]
+            if quiet.any():
+                out.extend(_without(fab.node_ids[node], ts_ns, seqs[node], entities, block,
+                                    metric, ~quiet))
+                continue
             out.append(Frame(
                 device=fab.node_ids[node], ts_ns=ts_ns, source=Source.SIM,
                 seq=seqs[node], entities=entities, entity_idx=idx, metric=metric,
                 raw=block.reshape(-1),
             ))
         return out
+
+
+def _without(device: str, ts_ns: int, seq: int, entities: tuple[str, ...], block: U64,
+             metric: npt.NDArray[np.uint16], keep: B) -> list[Frame]:
+    """The frame of a node without its silent ports (none if nothing is left)."""
+    if not keep.any():
+        return []
+    per = block.shape[1]
+    kept = np.flatnonzero(keep)
+    return [Frame(
+        device=device, ts_ns=ts_ns, source=Source.SIM, seq=seq,
+        entities=tuple(entities[i] for i in kept.tolist()),
+        entity_idx=np.repeat(np.arange(len(kept), dtype=np.uint32), per),
+        metric=metric[:per * len(kept)], raw=np.ascontiguousarray(block[kept]).reshape(-1),
+    )]
 
 
 def _accumulate(counters: U64, resid: F64, row: int, amount: F64) -> I64:
