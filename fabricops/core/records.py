@@ -74,3 +74,60 @@ class Event(BaseModel):
     @classmethod
     def decode(cls, data: bytes) -> Event:
         return cls.model_validate_json(data)
+
+
+class RankedEntity(BaseModel):
+    """One candidate root entity and the probability that it is the root."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entity: str = Field(min_length=1)
+    kind: str = Field(description="link, switch, nic or host")
+    probability: float = Field(ge=0.0, le=1.0)
+    fault_type: str = Field(description="The most likely fault type for this entity")
+
+
+class Evidence(BaseModel):
+    """One observation that supports (or weakens) a diagnosis."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    entity: str = Field(min_length=1)
+    signal: str = Field(min_length=1, description="e.g. fcs_error_ratio, pause_share, missing")
+    value: float = Field(allow_inf_nan=False)
+    baseline: float | None = Field(default=None, allow_inf_nan=False)
+    note: str = ""
+
+
+class Diagnosis(BaseModel):
+    """What broke, where, how sure, why, whom it hurts, and what to do.
+
+    ``id`` is stable for one incident: a revised diagnosis of the same incident
+    (new evidence, a changed fault type) keeps the id and has a newer ``ts_ns``.
+    ``onset_ns`` is when the first symptom of the incident was seen. ``missing``
+    names telemetry that was expected and absent; it lowers ``confidence``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=64)
+    ts_ns: int = Field(ge=0)
+    onset_ns: int = Field(ge=0)
+    root: str = Field(min_length=1, max_length=255, description="The most likely root entity")
+    root_kind: str = Field(max_length=16)
+    fault_type: str = Field(max_length=32)
+    confidence: float = Field(ge=0.0, le=1.0)
+    ranked: tuple[RankedEntity, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    missing: tuple[str, ...] = ()
+    affected_hosts: tuple[str, ...] = ()
+    affected_jobs: tuple[str, ...] = ()
+    action: str = Field(default="", description="Recommended action, in words")
+    model_version: str = ""
+
+    def encode(self) -> bytes:
+        return self.model_dump_json().encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Diagnosis:
+        return cls.model_validate_json(data)

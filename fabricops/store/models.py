@@ -154,9 +154,36 @@ class StreamStateRow(Base):
     state: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class DiagnosisRow(Base):
+    """One revision of an RCA diagnosis (:class:`fabricops.core.records.Diagnosis`).
+
+    ``diagnosis_id`` is the incident's id, shared by its revisions; ``body`` is
+    the whole record (``Diagnosis.encode()``), the other columns are copies of
+    its fields to filter on.
+    """
+
+    __tablename__ = "diagnoses"
+    __table_args__ = (
+        UniqueConstraint("diagnosis_id", "ts_ns"),
+        Index(None, "ts_ns"),
+        Index(None, "root"),
+    )
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    diagnosis_id: Mapped[str] = mapped_column(String(64))
+    ts_ns: Mapped[int] = mapped_column(BigInteger)
+    onset_ns: Mapped[int] = mapped_column(BigInteger)
+    root: Mapped[str] = mapped_column(String(255))
+    root_kind: Mapped[str] = mapped_column(String(16))
+    fault_type: Mapped[str] = mapped_column(String(32))
+    confidence: Mapped[float] = mapped_column(Double)
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 SERIES: Final[Table] = Base.metadata.tables["series"]
 SEGMENTS: Final[Table] = Base.metadata.tables["segments"]
 EVENTS: Final[Table] = Base.metadata.tables["events"]
 INT_PATHS: Final[Table] = Base.metadata.tables["int_paths"]
 STAGED_FRAMES: Final[Table] = Base.metadata.tables["staged_frames"]
 STREAM_STATES: Final[Table] = Base.metadata.tables["stream_states"]
+DIAGNOSES: Final[Table] = Base.metadata.tables["diagnoses"]

@@ -11,16 +11,18 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Delete, Row, Select, String, case, delete, select
+from sqlalchemy import ColumnElement, Delete, Row, Select, String, case, delete, func, select
 from sqlalchemy.orm import InstrumentedAttribute
 from sqlalchemy.sql.elements import CollationClause
 
-from fabricops.core.records import Event, EventKind
+from fabricops.core.records import Diagnosis, Event, EventKind
 from fabricops.store.bulk import Upsert, greater, lesser
 from fabricops.store.models import (
+    DIAGNOSES,
     EVENTS,
     INT_PATHS,
     SEGMENTS,
+    DiagnosisRow,
     EventRow,
     IntPathRow,
     SegmentRow,
@@ -104,6 +106,30 @@ def staged(dialect: str, *, device: str | None, source: str | None) -> Select[An
                                      StagedFrameRow.ts_ns))
 
 
+def diagnoses(dialect: str, *, t0_ns: int, t1_ns: int, root: str | None,
+              diagnosis_id: str | None, limit: int | None) -> Select[Any]:
+    stmt = select(DIAGNOSES).where(DiagnosisRow.ts_ns >= t0_ns, DiagnosisRow.ts_ns <= t1_ns)
+    if root is not None:
+        stmt = stmt.where(DiagnosisRow.root == root)
+    if diagnosis_id is not None:
+        stmt = stmt.where(DiagnosisRow.diagnosis_id == diagnosis_id)
+    stmt = stmt.order_by(*ordered_by(dialect, DiagnosisRow.ts_ns, DiagnosisRow.diagnosis_id))
+    return stmt if limit is None else stmt.limit(limit)
+
+
+def latest_diagnoses(dialect: str, *, limit: int) -> Select[Any]:
+    """The newest row of each of the ``limit`` incidents with the newest rows, newest
+    first (ties by diagnosis_id, bytewise)."""
+    newest_ns = func.max(DiagnosisRow.ts_ns).label("newest_ns")
+    (by_id,) = ordered_by(dialect, DiagnosisRow.diagnosis_id)
+    newest = select(DiagnosisRow.diagnosis_id, newest_ns).group_by(DiagnosisRow.diagnosis_id) \
+        .order_by(newest_ns.desc(), by_id).limit(limit).subquery()
+    return select(DIAGNOSES) \
+        .join(newest, (DiagnosisRow.diagnosis_id == newest.c.diagnosis_id)
+              & (DiagnosisRow.ts_ns == newest.c.newest_ns)) \
+        .order_by(DiagnosisRow.ts_ns.desc(), by_id)
+
+
 def prune(cutoff_ns: int) -> dict[str, Delete]:
     """Per table, the statement deleting what ended before ``cutoff_ns``."""
     return {
@@ -111,6 +137,7 @@ def prune(cutoff_ns: int) -> dict[str, Delete]:
         "events": delete(EventRow).where(EventRow.ts_ns < cutoff_ns),
         "int_paths": delete(IntPathRow).where(IntPathRow.last_ts_ns < cutoff_ns),
         "staged_frames": delete(StagedFrameRow).where(StagedFrameRow.ts_ns < cutoff_ns),
+        "diagnoses": delete(DiagnosisRow).where(DiagnosisRow.ts_ns < cutoff_ns),
     }
 
 
@@ -140,6 +167,12 @@ def event_record(row: Row[Any]) -> Event:
         "ts_ns": e.ts_ns, "device": e.device, "entity": e.entity, "metric": e.metric,
         "kind": e.kind, "value": math.nan if e.value is None else e.value,
         "severity": e.severity, "detail": e.detail})
+
+
+def diagnosis_row(d: Diagnosis) -> dict[str, object]:
+    return {"diagnosis_id": d.id, "ts_ns": d.ts_ns, "onset_ns": d.onset_ns, "root": d.root,
+            "root_kind": d.root_kind, "fault_type": d.fault_type,
+            "confidence": d.confidence, "body": d.encode()}
 
 
 def int_path_row(r: IntPathRecord) -> dict[str, object]:

@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 
 from alembic.util import CommandError
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Connection, Engine, Row, Select, Table, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from fabricops.core.frame import Frame, FrameDecodeError
-from fabricops.core.records import Event, EventKind
+from fabricops.core.records import Diagnosis, Event, EventKind
 from fabricops.store import bulk, queries
 from fabricops.store.bulk import UnsupportedDialectError, insert_rows
 from fabricops.store.database import (
@@ -38,6 +38,7 @@ from fabricops.store.models import (
     SEGMENTS,
     STREAM_STATES,
     Base,
+    DiagnosisRow,
     EventRow,
     IntPathRow,
     SegmentRow,
@@ -56,6 +57,7 @@ EVENT_KEY = ("ts_ns", "entity", "metric", "kind")
 INT_PATH_KEY = ("src_ip", "dst_ip", "sport", "dport", "proto", "path")
 STAGED_KEY = ("device", "source", "ts_ns")
 STREAM_KEY = ("device", "source")
+DIAGNOSIS_KEY = ("diagnosis_id", "ts_ns")
 _FAILURES = (SQLAlchemyError, UnsupportedDialectError, OverflowError)
 
 
@@ -247,9 +249,30 @@ class Store:
         rows = self._read("stream_states", lambda conn: conn.execute(stmt).all())
         return {(device, source): bytes(state) for device, source, state in rows}
 
+    def put_diagnoses(self, diagnoses: Sequence[Diagnosis]) -> int:
+        """Store diagnosis revisions not stored yet (by ``id`` and ``ts_ns``)."""
+        rows = [queries.diagnosis_row(d) for d in diagnoses]
+        return self._put("put_diagnoses", DiagnosisRow.__tablename__, rows, DIAGNOSIS_KEY)
+
+    def diagnoses(self, *, t0_ns: int, t1_ns: int, root: str | None = None,
+                  diagnosis_id: str | None = None, limit: int | None = None) -> list[Diagnosis]:
+        """Revisions with t0_ns <= ts_ns <= t1_ns (of ``root`` and/or incident
+        ``diagnosis_id`` if given), the first ``limit`` (all if None) by ts_ns, id."""
+        rows = self._query("diagnoses", partial(
+            queries.diagnoses, t0_ns=t0_ns, t1_ns=t1_ns, root=root, diagnosis_id=diagnosis_id,
+            limit=limit))
+        return self._decode_diagnoses("diagnoses", rows)
+
+    def latest_diagnoses(self, limit: int = 20) -> list[Diagnosis]:
+        """The newest revision of each of the ``limit`` incidents revised last, newest
+        first."""
+        rows = self._query("latest_diagnoses", partial(queries.latest_diagnoses, limit=limit))
+        return self._decode_diagnoses("latest_diagnoses", rows)
+
     def prune(self, *, now_ns: int) -> int:
         """Delete telemetry older than ``retention_s`` before ``now_ns``: segments and
-        INT paths that ended, events and staged frames stamped, before the cutoff."""
+        INT paths that ended, events, staged frames and diagnosis revisions stamped,
+        before the cutoff."""
         cutoff = now_ns - round(self.config.retention_s * 1e9)
         stmts = queries.prune(cutoff)
 
@@ -260,6 +283,18 @@ class Store:
         for table, n in deleted.items():
             self.metrics.rows_deleted.labels(table).inc(n)
         return sum(deleted.values())
+
+    def _decode_diagnoses(self, op: str, rows: Sequence[Row[Any]]) -> list[Diagnosis]:
+        """The rows' diagnoses; a body that no longer decodes is skipped, counted, logged."""
+        decoded = []
+        for row in rows:
+            try:
+                decoded.append(Diagnosis.decode(bytes(row.body)))
+            except ValidationError as exc:
+                self.metrics.errors.labels(f"{op}_decode").inc()
+                _log.warning("database %s: diagnosis %s at %d skipped: %s",
+                             self.url, row.diagnosis_id, row.ts_ns, exc)
+        return decoded
 
     def _put(self, op: str, table: str, rows: Sequence[Mapping[str, object]],
              key: Sequence[str], *,
