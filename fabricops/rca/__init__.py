@@ -1,0 +1,1 @@
+"""Root-cause analysis: detect, localize and classify fabric faults from telemetry."""

@@ -1,0 +1,110 @@
+"""Detection: threshold rules over one step's signals, each naming an entity and a fault type.
+
+A ``Symptom`` is a rule that fired on an entity, with the signal and its
+value. ``detect`` returns every symptom of a step; the RCA only looks for a
+root cause while some symptom is active (so a quiet fabric yields no
+diagnosis), and ``rules_diagnosis`` is the rules-alone baseline: the symptom
+of the highest severity names the root and the fault type directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.rca.features import Candidates, PathStats
+from fabricops.rca.signals import PortSignals
+from fabricops.rca.view import PortIndex
+
+
+class RuleConfig(BaseModel):
+    """Thresholds of the detection rules; defaults fit a 400G RoCE fabric at 1 s sampling."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    fcs_ratio: float = Field(default=1e-7, gt=0, description="FCS errors per frame received")
+    fcs_min_per_s: float = Field(default=5.0, ge=0)
+    flaps: float = Field(default=0.5, gt=0, description="Recent carrier transitions")
+    rx_drop_db: float = Field(default=0.12, gt=0, description="Receive power below baseline")
+    rx_slope_db_s: float = Field(default=-0.04, lt=0)
+    pause_share: float = Field(default=0.1, gt=0, le=1, description="Share of time a port pauses")
+    pause_excess: float = Field(default=0.1, gt=0, le=1)
+    ecn_low_queue: float = Field(default=1e-3, gt=0, le=1,
+                                 description="ECN ratio on a queue below Kmin")
+    ecn_kmin_bytes: float = Field(default=1e5, gt=0)
+    fan_in: int = Field(default=3, ge=2, description="Senders into one NIC at line rate")
+    polar_log_p: float = Field(default=6.0, gt=0,
+                               description="-log10 chance that QPs agree on uplinks by luck")
+    retrans_ratio: float = Field(default=1e-4, gt=0, description="Retransmits per packet sent")
+
+
+@dataclass(frozen=True)
+class Symptom:
+    """One rule that fired on one entity (candidate index into Candidates)."""
+
+    candidate: int
+    rule: str
+    fault_type: str
+    value: float
+    severity: float
+
+
+def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
+           cfg: RuleConfig | None = None) -> list[Symptom]:
+    """Every symptom of this step."""
+    c = cfg or RuleConfig()
+    out: list[Symptom] = []
+    n_links = cand.n_links
+    sw_of_node = np.full(ix.n_nodes, -1, np.int64)
+    sw_of_node[ix.switch_nodes] = n_links + np.arange(len(ix.switch_nodes))
+    nic_of_port = np.full(ix.n_ports, -1, np.int64)
+    nic_of_port[ix.nic_ports] = n_links + len(ix.switch_nodes) + np.arange(len(ix.nic_ports))
+    link = ix.port_link
+
+    def add(ports: np.ndarray, target: np.ndarray, rule: str, ftype: str, value: np.ndarray,
+            sev: float) -> None:
+        for p in np.flatnonzero(ports).tolist():
+            if target[p] >= 0:
+                out.append(Symptom(int(target[p]), rule, ftype, float(value[p]), sev))
+
+    add(sig.node_missing & ~ix.port_is_nic, sw_of_node[ix.port_node], "stopped_reporting",
+        "switch_down", sig.node_missing.astype(float), 9.0)
+    add(sig.missing & ix.port_is_nic, nic_of_port, "nic_missing", "nic_down",
+        sig.missing.astype(float), 8.5)
+    add(sig.oper_down, link, "oper_down", "link_down", sig.oper_down.astype(float), 8.0)
+    add(sig.flaps >= c.flaps, link, "carrier_transitions", "link_flap", sig.flaps, 7.0)
+    add((sig.fcs_ratio > c.fcs_ratio) & (sig.fcs_rate >= c.fcs_min_per_s), link,
+        "fcs_error_ratio", "gray_loss", sig.fcs_ratio, 6.0)
+    add((sig.rx_drop_db > c.rx_drop_db) & (sig.rx_slope < c.rx_slope_db_s), link,
+        "rx_power_trend", "optic_degradation", sig.rx_drop_db, 6.5)
+    nic_pause = ix.port_is_nic & (sig.pause_tx > c.pause_share)
+    add(nic_pause, nic_of_port, "nic_pausing", "pfc_storm", sig.pause_tx, 5.0)
+    sw_pause = ~ix.port_is_nic & (sig.pause_excess > c.pause_excess) & (sig.util_tx < 0.01)
+    add(sw_pause, link, "paused_without_throughput", "pfc_deadlock", sig.pause_rx, 4.5)
+    add(~ix.port_is_nic & (sig.ecn_ratio > c.ecn_low_queue) & (sig.queue < c.ecn_kmin_bytes),
+        sw_of_node[ix.port_node], "ecn_below_kmin", "ecn_misconfig", sig.ecn_ratio, 3.0)
+    fan_in = np.zeros(ix.n_ports)
+    fan_in[ix.nic_ports] = paths.fan_in
+    add(ix.port_is_nic & (fan_in >= c.fan_in) & (sig.rx_sustained > 0.9), nic_of_port,
+        "fan_in", "incast", fan_in, 4.0)
+    add(ix.port_is_nic & (sig.retrans_ratio > c.retrans_ratio), nic_of_port,
+        "retransmissions", "gray_loss", sig.retrans_ratio, 2.0)
+    polar = paths.polar_log_p()
+    for node in np.flatnonzero(polar >= c.polar_log_p).tolist():
+        if sw_of_node[node] >= 0:
+            out.append(Symptom(int(sw_of_node[node]), "same_uplink_for_every_qp",
+                               "hash_polarization", float(polar[node]), 3.5))
+    return out
+
+
+def rules_diagnosis(symptoms: list[Symptom]) -> list[tuple[int, str, float]]:
+    """Rules-alone baseline: candidates ranked by their strongest symptom's severity."""
+    best: dict[int, tuple[float, float, str]] = {}
+    for s in symptoms:
+        key = (s.severity, s.value, s.fault_type)
+        if s.candidate not in best or key[:2] > best[s.candidate][:2]:
+            best[s.candidate] = key
+    ranked = sorted(best.items(), key=lambda kv: kv[1][:2], reverse=True)
+    return [(cand, ft, sev) for cand, (sev, _, ft) in ranked]

@@ -1,0 +1,157 @@
+"""RcaEngine: telemetry in, diagnoses out, one step at a time.
+
+``ingest_frames`` / ``ingest_int`` fold decoded telemetry into the view;
+``step(now_ns)`` derives signals, runs the detection rules and, while any
+symptom is active, scores every candidate with the model and returns a
+:class:`~fabricops.core.records.Diagnosis` when the best candidate passes the
+confidence floor. Missing telemetry (a device or port gone quiet) is named in
+``missing`` and scales the confidence down; it never stops the analysis. An
+incident keeps its id while symptoms persist and closes after ``clear_s`` of
+quiet. The engine sees only what the bus carries: frames, INT reports, and the
+topology and job placement an operator supplies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.core.frame import Frame
+from fabricops.core.intreport import IntBatch
+from fabricops.core.records import Diagnosis, Evidence, RankedEntity
+from fabricops.core.topology import Topology
+from fabricops.rca.detect import RuleConfig, Symptom, detect
+from fabricops.rca.evidence import ACTIONS, affected, evidence_for
+from fabricops.rca.features import KIND_NAMES, Candidates, PathStats, features
+from fabricops.rca.model import CLASSES, RcaModel
+from fabricops.rca.signals import PortSignals, Signals
+from fabricops.rca.view import FabricView, IntPaths, PortIndex
+
+F64 = npt.NDArray[np.float64]
+
+
+class RcaConfig(BaseModel):
+    """Settings of the RCA engine."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_confidence: float = Field(default=0.5, ge=0, le=1,
+                                  description="Below this, no diagnosis is published")
+    clear_s: float = Field(default=10.0, gt=0, description="Quiet time that closes an incident")
+    stale_s: float = Field(default=3.5, gt=0, description="A port silent this long is missing")
+    int_keep_s: float = Field(default=30.0, gt=0, description="How long an INT path counts")
+    top_k: int = Field(default=5, ge=1, le=50, description="Ranked alternatives kept")
+    missing_penalty: float = Field(default=0.1, ge=0, le=1,
+                                   description="Confidence lost per missing device, up to half")
+    warmup_steps: int = Field(default=10, ge=0,
+                              description="Steps that only build baselines, after a start")
+    rules: RuleConfig = Field(default_factory=RuleConfig)
+
+
+@dataclass
+class StepResult:
+    """One step: what was seen and concluded (features are kept for training)."""
+
+    ts_ns: int
+    signals: PortSignals
+    symptoms: list[Symptom]
+    x: F64 | None
+    root_score: F64 | None
+    best_type: npt.NDArray[np.int64] | None
+    diagnosis: Diagnosis | None
+    flows: list[tuple[int, int, tuple[int, ...]]]
+
+
+class RcaEngine:
+    """See the module docstring. Not thread-safe: one engine per consumer thread."""
+
+    def __init__(self, topology: Topology, model: RcaModel | None,
+                 config: RcaConfig | None = None,
+                 jobs: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.config = config or RcaConfig()
+        self.index = PortIndex(topology)
+        self.candidates = Candidates.of(self.index)
+        self.view = FabricView(self.index, stale_s=self.config.stale_s)
+        self.paths = IntPaths(self.index, keep_s=self.config.int_keep_s)
+        self.signals = Signals(self.index)
+        self.model = model
+        self.jobs = {k: tuple(v) for k, v in (jobs or {}).items()}
+        self._incident: tuple[str, int] | None = None
+        self._last_symptom_ns = -1
+        self.steps = 0
+        self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
+                                    minlength=self.index.n_nodes).astype(float)
+
+    def ingest_frames(self, frames: Iterable[Frame]) -> None:
+        self.view.ingest(frames)
+
+    def ingest_int(self, batch: IntBatch) -> None:
+        self.paths.ingest(batch)
+
+    def step(self, now_ns: int | None = None, *, keep_features: bool = False) -> StepResult:
+        """Analyse the fabric as of ``now_ns`` (default: newest telemetry)."""
+        snap = self.view.snapshot(now_ns)
+        sig = self.signals.update(snap)
+        flows = self.paths.recent(snap.ts_ns)
+        agree, agree_n = self.paths.hash_agreement(self.signals.uplink)
+        stats = PathStats(flows, agree, agree_n, self._uplinks, self.paths.fan_in())
+        symptoms = detect(self.index, self.candidates, sig, stats, self.config.rules)
+        if self.steps < self.config.warmup_steps:
+            symptoms = []
+        self.steps += 1
+        x = root = best = None
+        diag = None
+        if symptoms:
+            self._last_symptom_ns = snap.ts_ns
+        elif self._incident and snap.ts_ns - self._last_symptom_ns > self.config.clear_s * 1e9:
+            self._incident = None
+        if symptoms or keep_features:
+            x = features(self.index, self.candidates, sig, stats)
+        if symptoms and self.model is not None and x is not None:
+            root, best = self.model.scores(x, self.candidates.kind)
+            diag = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
+        return StepResult(snap.ts_ns, sig, symptoms, x, root, best, diag, flows)
+
+    def _diagnose(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
+                  best: npt.NDArray[np.int64],
+                  flows: list[tuple[int, int, tuple[int, ...]]]) -> Diagnosis | None:
+        cfg, cand = self.config, self.candidates
+        order = np.argsort(-root, kind="stable")[: cfg.top_k]
+        total = float(root[order].sum())
+        if total <= 0:
+            return None
+        top = int(order[0])
+        missing = _missing(self.index, sig)
+        penalty = min(0.5, cfg.missing_penalty * len(missing))
+        confidence = float(root[top]) * (1.0 - penalty)
+        if confidence < cfg.min_confidence:
+            return None
+        if self._incident is None:
+            self._incident = (f"dx-{ts}-{cand.names[top]}", ts)
+        ranked = tuple(
+            RankedEntity(entity=cand.names[i], kind=KIND_NAMES[cand.kind[i]],
+                         probability=round(float(root[i]) / max(total, 1.0), 4),
+                         fault_type=CLASSES[int(best[i])])
+            for i in order.tolist() if root[i] > 0.01)
+        fault = CLASSES[int(best[top])]
+        ev: list[Evidence] = evidence_for(self.index, cand, top, sig, symptoms)
+        gone = [Evidence(entity=m, signal="missing", value=1.0,
+                         note="expected telemetry absent; confidence lowered") for m in missing]
+        ev = ev[:4] + gone[:8] + ev[4:]
+        hosts, jobs = affected(self.index, cand, top, flows, self.jobs)
+        return Diagnosis(
+            id=self._incident[0], ts_ns=ts, onset_ns=self._incident[1], root=cand.names[top],
+            root_kind=KIND_NAMES[cand.kind[top]], fault_type=fault,
+            confidence=round(confidence, 4), ranked=ranked, evidence=tuple(ev[:16]),
+            missing=tuple(missing), affected_hosts=hosts, affected_jobs=jobs,
+            action=ACTIONS.get(fault, ""), model_version=self.model.version if self.model else "")
+
+
+def _missing(ix: PortIndex, sig: PortSignals) -> list[str]:
+    nodes = np.unique(ix.port_node[sig.node_missing])
+    ports = np.flatnonzero(sig.missing)
+    return ([ix.node_ids[n] for n in nodes.tolist()] + [ix.port_ids[p] for p in ports.tolist()])

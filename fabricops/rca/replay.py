@@ -1,0 +1,144 @@
+"""Replay a labelled scenario: simulator -> bus -> RCA, tick by tick.
+
+Each tick the simulator's frames and its INT exporter's reports are published
+on an in-process bus (``telemetry.v1``, ``int.v1``), as the collectors would;
+the RCA's consumer polls the bus, decodes, and steps its engine. The RCA sees
+nothing else. The ground truth is read from the simulator only to label
+training rows and to score the outcome; it never reaches the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricops.core.bus import Topic, topic_name
+from fabricops.core.busio import BusFrameSink, BusIntSink, frames_from_messages
+from fabricops.core.frame import Frame
+from fabricops.core.intreport import IntBatch
+from fabricops.core.membus import MemoryBus
+from fabricops.core.records import Diagnosis
+from fabricops.rca.detect import rules_diagnosis
+from fabricops.rca.engine import RcaConfig, RcaEngine, StepResult
+from fabricops.rca.features import FCOL, LINK, Candidates
+from fabricops.rca.model import CLASSES, RcaModel
+from fabricops.rca.scenarios import TOPOLOGIES, LabelledScenario, topology_of
+from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
+from fabricops.simulator.scenario import build_simulator, scenario_from_dict
+
+F64 = npt.NDArray[np.float64]
+FIRST_LABEL_S = 8.0  # baselines settle before rows are kept for training
+
+
+@dataclass
+class TickOutcome:
+    """What each method concluded at one tick (candidate indices; -1 = nothing)."""
+
+    t_s: float
+    diagnosis: Diagnosis | None
+    rules: list[tuple[int, str]]
+    votes: list[int]
+
+
+@dataclass
+class ReplayResult:
+    scenario: LabelledScenario
+    candidates: Candidates
+    truth: list[tuple[set[int], str, float]]  # (root candidates, type, start_s)
+    ticks: list[TickOutcome] = field(default_factory=list)
+    rows: list[F64] = field(default_factory=list)
+    labels: list[npt.NDArray[np.int64]] = field(default_factory=list)
+    steps: list[StepResult] = field(default_factory=list)
+
+
+def truth_of(sim: Any, cand: Candidates) -> list[tuple[set[int], str, float]]:
+    """Root candidates per injected fault; a deadlock's root is any link of its cycle."""
+    pos = {name: i for i, name in enumerate(cand.names)}
+    out = []
+    for r in sim.faults.faults:
+        spec = r.spec
+        roots = {pos[spec.entity]} if spec.entity in pos else set()
+        if spec.type.value == "pfc_deadlock":
+            links = sim.fabric.topology.links
+            roots |= {pos[links[int(ch) // 2].id] for ch in r.channels.tolist()}
+        if spec.type.value == "slow_receiver" and spec.entity in sim.fabric.topology.node_by_id:
+            node = sim.fabric.topology.node_by_id[spec.entity]
+            roots |= {pos[f"{node.id}:{p.name}"] for p in node.ports}
+        out.append((roots, spec.type.value, spec.start_s))
+    return out
+
+
+def replay(ls: LabelledScenario, model: RcaModel | None, *, collect: bool = False,
+           config: RcaConfig | None = None, negatives: int = 10,
+           drop: Callable[[Frame], bool] | None = None,
+           keep_steps: bool = False) -> ReplayResult:
+    """Run one scenario through the bus and the RCA (see module docstring).
+
+    ``drop`` loses frames on their way to the bus (a device that stops
+    reporting, a gap in a series), to test the RCA under missing data.
+    """
+    scenario = scenario_from_dict(ls.doc, ls.doc["name"])
+    topo = topology_of(TOPOLOGIES.index(ls.topology))
+    sim = build_simulator(scenario, topo)
+    int_config = IntExporterConfig(seed=ls.seed % 2**31, sample_flows_per_tick=64)
+    exporter = IntExporter(int_config, sim, ListSender())
+    bus = MemoryBus()
+    bus.start()
+    frames_out, int_out = BusFrameSink(bus), BusIntSink(bus)
+    consumer = bus.subscribe([topic_name(Topic.TELEMETRY), topic_name(Topic.INT)], "rca")
+    jobs = {spec.name: [sim.fabric.node_ids[h] for h in hosts]
+            for spec, hosts in zip(sim.workload.specs, sim.workload.hosts, strict=True)}
+    engine = RcaEngine(topo, model, config, jobs)
+    cand = engine.candidates
+    result = ReplayResult(ls, cand, truth_of(sim, cand))
+    rng = np.random.default_rng(ls.seed)
+    int_topic = topic_name(Topic.INT)
+    for _ in range(scenario.ticks):
+        sim.step()
+        frames = sim.frames()
+        frames_out.publish_frames([f for f in frames if not drop(f)] if drop else frames)
+        int_out.publish_int(exporter.build_batch(sim))
+        while msgs := consumer.poll(0.0, 100_000):
+            engine.ingest_frames(frames_from_messages(m for m in msgs if m.topic != int_topic))
+            for m in msgs:
+                if m.topic == int_topic:
+                    engine.ingest_int(IntBatch.decode(m.value))
+        consumer.commit()
+        t_s = sim.tick * scenario.tick_s
+        step = engine.step(keep_features=collect)
+        rules = [(c, ft) for c, ft, _ in rules_diagnosis(step.symptoms)]
+        votes: list[int] = []
+        if step.x is not None:
+            v = step.x[: cand.n_links, FCOL["l_vote_rel"]]
+            votes = [int(i) for i in np.argsort(-v)[:3] if v[i] > 0]
+        result.ticks.append(TickOutcome(t_s, step.diagnosis, rules, votes))
+        if keep_steps:
+            result.steps.append(step)
+        if collect and step.x is not None and t_s >= FIRST_LABEL_S:
+            _collect(result, step.x, {s.candidate for s in step.symptoms}, t_s, rng, negatives)
+    bus.stop()
+    return result
+
+
+def _collect(result: ReplayResult, x: F64, suspects: set[int], t_s: float,
+             rng: np.random.Generator, negatives: int) -> None:
+    n = len(x)
+    label = np.zeros(n, np.int64)
+    for roots, ftype, start in result.truth:
+        if t_s >= start + 1.0:
+            label[list(roots)] = CLASSES.index(ftype)
+    activity = np.abs(x[:, 3:FCOL["g_fcs_log"]]).sum(axis=1)
+    loud = np.argsort(-activity)[:negatives]
+    pick = set(np.flatnonzero(label).tolist()) | suspects | set(loud.tolist())
+    pick |= set(rng.choice(n, size=min(negatives, n), replace=False).tolist())
+    idx = np.array(sorted(pick), np.int64)
+    result.rows.append(x[idx])
+    result.labels.append(label[idx])
+
+
+def is_link(cand: Candidates, i: int) -> bool:
+    return bool(cand.kind[i] == LINK)

@@ -1,0 +1,130 @@
+"""RcaService: the RCA as a member of the ``fabricops-rca`` consumer group.
+
+It consumes ``telemetry.v1`` and ``int.v1``, steps its engine once per
+``step_s`` of telemetry time, and publishes each new or revised diagnosis on
+``diagnoses.v1`` and into the store (if given). A diagnosis is revised (same
+id, newer time) when its root or fault type changes, or every
+``republish_s`` while the incident lasts. Offsets are committed after the
+diagnoses of a batch are stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Message, Topic, topic_name
+from fabricops.core.busio import consume_until, frames_from_messages
+from fabricops.core.intreport import IntBatch, IntBatchError
+from fabricops.core.records import Diagnosis
+from fabricops.core.topology import Topology
+from fabricops.rca.engine import RcaConfig, RcaEngine
+from fabricops.rca.model import RcaModel
+from fabricops.store.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class RcaServiceConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    group: str = "fabricops-rca"
+    prefix: str = DEFAULT_PREFIX
+    step_s: float = Field(default=1.0, gt=0, description="Telemetry time between analyses")
+    republish_s: float = Field(default=30.0, gt=0)
+    engine: RcaConfig = Field(default_factory=RcaConfig)
+
+
+class RcaService:
+    """See the module docstring."""
+
+    def __init__(self, config: RcaServiceConfig, bus: Bus, topology: Topology,
+                 model: RcaModel | None, store: Store | None = None,
+                 jobs: Mapping[str, Sequence[str]] | None = None,
+                 registry: CollectorRegistry | None = None) -> None:
+        self.config = config
+        self.bus = bus
+        self.store = store
+        self.engine = RcaEngine(topology, model, config.engine, jobs)
+        reg = registry if registry is not None else CollectorRegistry()
+        self.m_steps = Counter("fabricops_rca_steps", "RCA analysis steps", registry=reg)
+        self.m_diag = Counter("fabricops_rca_diagnoses", "Diagnoses published", registry=reg)
+        self.m_rejected = Counter("fabricops_rca_rejected", "Records the RCA could not decode",
+                                  registry=reg)
+        self.m_latency = Histogram("fabricops_rca_step_seconds", "Time of one analysis step",
+                                   registry=reg)
+        self._topics = [topic_name(Topic.TELEMETRY, config.prefix),
+                        topic_name(Topic.INT, config.prefix)]
+        self._out = topic_name(Topic.DIAGNOSES, config.prefix)
+        self._last_step_ns = -1
+        self._published: dict[str, tuple[str, str, int]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.diagnoses: list[Diagnosis] = []
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="rca", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _run(self) -> None:
+        consume_until(self._stop, self.bus, self._topics, self.config.group, self.process,
+                      on_bus_error=lambda e, w: log.warning("rca: bus error (%s); retry in "
+                                                            "%.1f s", e, w))
+
+    def process(self, messages: list[Message]) -> list[Diagnosis]:
+        """Fold a batch in, analyse if a step is due; return what was published."""
+        int_topic = self._topics[1]
+        rejects: list[tuple[Message, str]] = []
+        self.engine.ingest_frames(frames_from_messages(
+            (m for m in messages if m.topic != int_topic), rejects=rejects))
+        for m in messages:
+            if m.topic == int_topic:
+                try:
+                    self.engine.ingest_int(IntBatch.decode(m.value))
+                except IntBatchError as exc:
+                    rejects.append((m, f"{m.topic}[{m.partition}]@{m.offset}: {exc}"))
+        for _, reason in rejects:
+            self.m_rejected.inc()
+            log.warning("rca: set aside %s", reason)
+        newest = self.engine.view.newest_ns
+        if newest < 0 or newest - self._last_step_ns < self.config.step_s * 1e9:
+            return []
+        self._last_step_ns = newest
+        started = time.perf_counter()
+        result = self.engine.step(newest)
+        self.m_steps.inc()
+        self.m_latency.observe(time.perf_counter() - started)
+        d = result.diagnosis
+        if d is None or not self._due(d):
+            return []
+        self.bus.publish(self._out, d.root.encode(), [d.encode()])
+        if self.store is not None:
+            try:
+                self.store.put_diagnoses([d])
+            except Exception as exc:
+                log.error("rca: could not store diagnosis %s: %s", d.id, exc)
+        self._published[d.id] = (d.root, d.fault_type, d.ts_ns)
+        self.diagnoses.append(d)
+        self.m_diag.inc()
+        return [d]
+
+    def _due(self, d: Diagnosis) -> bool:
+        last = self._published.get(d.id)
+        if last is None or last[:2] != (d.root, d.fault_type):
+            return True
+        return d.ts_ns - last[2] >= self.config.republish_s * 1e9
+
+
+__all__ = ["BusError", "RcaService", "RcaServiceConfig"]

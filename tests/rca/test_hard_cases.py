@@ -1,0 +1,136 @@
+"""The hard cases of root-cause analysis, each on a busy simulated fabric, through the bus.
+
+The RCA sees only the telemetry the simulator's devices export (frames and INT
+reports on an in-process bus); the fault labels are used here to check it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fabricops.core.frame import Frame
+from fabricops.core.records import Diagnosis
+from fabricops.rca.model import DEFAULT_MODEL, RcaModel
+from fabricops.rca.replay import ReplayResult, replay
+from fabricops.rca.scenarios import TOPOLOGIES, LabelledScenario, topology_of
+
+LEAF_SPINE = 0  # leaf-spine, 128 GPUs, 16 hosts of 8 NICs
+ONSET = 22.0
+
+
+@pytest.fixture(scope="module")
+def model() -> RcaModel:
+    if not DEFAULT_MODEL.exists():
+        pytest.fail(f"the packaged RCA model {DEFAULT_MODEL} is missing; run fabricops rca train")
+    return RcaModel.load(DEFAULT_MODEL)
+
+
+def scenario(faults: list[dict[str, Any]], *, seed: int = 7, duration: float = 36.0,
+             topo: int = LEAF_SPINE, job: dict[str, Any] | None = None) -> LabelledScenario:
+    hosts = sum(1 for _ in topology_of(topo).hosts())
+    jobs = [job or {"name": "job-llm-01", "hosts": hosts, "placement": "random",
+                    "compute_s": 0.5, "comm_bytes_per_nic": 40e9}]
+    doc = {"name": "hard-case", "seed": seed, "duration_s": duration, "tick_s": 1.0,
+           "topology": {"builder": TOPOLOGIES[topo][0], "params": TOPOLOGIES[topo][1]},
+           "jobs": jobs, "faults": faults}
+    return LabelledScenario(0, seed, TOPOLOGIES[topo], doc, tuple(faults))
+
+
+def final(r: ReplayResult) -> Diagnosis:
+    got = [t.diagnosis for t in r.ticks if t.diagnosis is not None]
+    assert got, "no diagnosis at all"
+    return got[-1]
+
+
+def first_right(r: ReplayResult, root: str) -> float:
+    for t in r.ticks:
+        if t.diagnosis is not None and t.diagnosis.root == root:
+            return t.t_s - ONSET
+    raise AssertionError(f"{root} was never named")
+
+
+def no_diagnosis_before_onset(r: ReplayResult) -> None:
+    early = [t.diagnosis for t in r.ticks if t.t_s <= ONSET and t.diagnosis is not None]
+    assert early == [], f"diagnosed before the fault: {early[0].root}"
+
+
+def test_gray_loss_1e4_on_one_link_of_a_busy_fabric(model: RcaModel) -> None:
+    link = "leaf-1:eth22~spine-1:eth6"
+    r = replay(scenario([{"type": "gray_loss", "entity": link, "start_s": ONSET,
+                          "params": {"loss_rate": 1e-4}}]), model)
+    no_diagnosis_before_onset(r)
+    d = final(r)
+    assert (d.root, d.fault_type) == (link, "gray_loss")
+    assert first_right(r, link) <= 3.0
+    assert any(e.signal == "fcs_error_ratio" for e in d.evidence)
+
+
+def test_pfc_storm_found_at_its_origin_not_where_the_pauses_spread(model: RcaModel) -> None:
+    nic = "host-005:nic2"
+    r = replay(scenario([{"type": "pfc_storm", "entity": nic, "start_s": ONSET}]), model,
+               keep_steps=True)
+    ix = topology_of(LEAF_SPINE)
+    step = r.steps[-1]
+    # the premise: the pause has spread past the ToR to a device two hops from the NIC
+    near = {nic.split(":")[0], ix.peer_of[nic].split(":")[0]}
+    port_node = [n.id for n in ix.nodes for _ in n.ports]
+    paused = [port_node[p] for p, share in enumerate(step.signals.pause_rx.tolist())
+              if share > 0.01]
+    far = [n for n in paused if n not in near]
+    assert far, f"premise: paused ports {paused}"
+    d = final(r)
+    assert (d.root, d.fault_type) == (nic, "pfc_storm")
+    assert first_right(r, nic) <= 3.0
+
+
+def test_hash_polarization_with_no_errors_anywhere(model: RcaModel) -> None:
+    switch = "leaf-2"
+    r = replay(scenario([{"type": "hash_polarization", "entity": switch, "start_s": ONSET}],
+                        seed=11), model, keep_steps=True)
+    for step in r.steps:
+        assert float(step.signals.fcs_rate.sum()) == 0.0
+        assert float(step.signals.discards.sum()) == 0.0
+        assert not step.signals.oper_down.any()
+    d = final(r)
+    assert (d.root, d.fault_type) == (switch, "hash_polarization")
+
+
+@pytest.mark.parametrize(("fault", "params"), [
+    ("slow_receiver", {"drain_share": 0.2}),
+    ("incast", {"fan_in": 8, "rate_share": 0.9}),
+])
+def test_slow_receiver_and_incast_on_the_same_nic_are_told_apart(
+        model: RcaModel, fault: str, params: dict[str, Any]) -> None:
+    nic = "host-009:nic4"
+    r = replay(scenario([{"type": fault, "entity": nic, "start_s": ONSET, "params": params}]),
+               model)
+    d = final(r)
+    assert (d.root, d.fault_type) == (nic, fault)
+
+
+def test_a_switch_that_stops_reporting_is_named_and_marked_missing(model: RcaModel) -> None:
+    r = replay(scenario([{"type": "switch_down", "entity": "spine-1", "start_s": ONSET}]),
+               model)
+    d = final(r)
+    assert (d.root, d.fault_type) == ("spine-1", "switch_down")
+    assert "spine-1" in d.missing
+    assert any(e.signal == "missing" and e.entity == "spine-1" for e in d.evidence)
+
+
+def test_a_gap_in_an_unrelated_device_lowers_confidence_and_is_named(model: RcaModel) -> None:
+    link = "leaf-2:eth20~spine-0:eth12"
+    faults = [{"type": "gray_loss", "entity": link, "start_s": ONSET,
+               "params": {"loss_rate": 1e-3}}]
+    whole = final(replay(scenario(faults), model))
+
+    def gap(frame: Frame) -> bool:  # leaf-6 goes quiet from the fault's onset on
+        return frame.device == "leaf-6" and frame.ts_ns > 1_767_225_600_000_000_000 + 24e9
+
+    gapped = final(replay(scenario(faults), model, drop=gap))
+    assert (gapped.root, gapped.fault_type) == (link, "gray_loss")
+    assert "leaf-6" in gapped.missing
+    assert gapped.confidence < whole.confidence
+    assert np.isfinite(gapped.confidence)

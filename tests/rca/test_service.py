@@ -1,0 +1,48 @@
+"""RcaService on the bus: telemetry in, a diagnosis out on diagnoses.v1 and in the store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fabricops.core.bus import Topic, topic_name
+from fabricops.core.busio import BusFrameSink
+from fabricops.core.membus import MemoryBus
+from fabricops.core.records import Diagnosis
+from fabricops.rca.model import DEFAULT_MODEL, RcaModel
+from fabricops.rca.service import RcaService, RcaServiceConfig
+from fabricops.simulator.builders import fat_tree
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.faults import FaultSpec, FaultType
+from fabricops.simulator.workload import JobSpec
+from fabricops.store.store import Store, StoreConfig
+
+LINK = "agg-0-0:eth1~leaf-0-0:eth3"
+
+
+def test_a_link_going_down_is_published_and_stored_once_per_revision(tmp_path: Path) -> None:
+    topo = fat_tree(k=4)
+    sim = Simulator(topo, SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    sim.add_fault(FaultSpec(type=FaultType.LINK_DOWN, entity=LINK, start_s=15.0))
+    bus = MemoryBus()
+    bus.start()
+    store = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}"))
+    store.start()
+    service = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store)
+    sink = BusFrameSink(bus)
+    consumer = bus.subscribe([topic_name(Topic.TELEMETRY), topic_name(Topic.INT)], "rca")
+    watcher = bus.subscribe([topic_name(Topic.DIAGNOSES)], "test")
+    for _ in range(22):
+        sim.step()
+        sink.publish_frames(sim.frames())
+        service.process(consumer.poll(0.0, 10_000))
+    published = [Diagnosis.decode(m.value) for m in watcher.poll(0.0, 100)]
+    assert published, "no diagnosis published"
+    assert all(d.ts_ns > sim.config.start_time_ns + 15e9 for d in published)
+    last = published[-1]
+    assert (last.root, last.fault_type) == (LINK, "link_down")
+    stored = store.diagnoses(t0_ns=0, t1_ns=2**62)
+    assert [d.id for d in stored] == [d.id for d in published]
+    assert len({d.id for d in published}) == 1, "one incident, revised in place"
+    store.stop()
+    bus.stop()
