@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -22,8 +21,8 @@ from typing import Any, Final
 import numpy as np
 
 from fabricops.core.faults import FaultType
-from fabricops.rca.model import RcaModel, one_thread
-from fabricops.rca.replay import ReplayResult, replay
+from fabricops.rca.model import RcaModel
+from fabricops.rca.replay import ReplayResult, map_scenarios, replay
 from fabricops.rca.scenarios import EVAL_SEED, make
 
 METHODS: Final = ("model", "rules", "votes")
@@ -118,8 +117,7 @@ def _one(args: tuple[int, int, str | None, float | None]) -> ScenarioScore:
     index, seed, model_path, duration = args
     model = RcaModel.load(model_path) if model_path else None
     healthy = duration is not None
-    ls = make(index, seed, healthy_share=1.0 if healthy else 0.0,
-              duration_s=duration) if healthy else make(index, seed, healthy_share=0.0)
+    ls = make(index, seed, healthy_share=1.0 if healthy else 0.0, duration_s=duration)
     return score(replay(ls, model))
 
 
@@ -131,13 +129,7 @@ def run(model_path: str | Path, n: int, *, healthy_runs: int = 4, healthy_s: flo
         (i, seed, str(model_path), None) for i in range(n)]
     jobs += [(10_000 + i, seed, str(model_path), healthy_s) for i in range(healthy_runs)]
     jobs = jobs[n:] + jobs[:n]  # long runs first, so both workers stay busy
-    out: list[ScenarioScore] = []
-    with ProcessPoolExecutor(initializer=one_thread, max_workers=max(1, workers)) as pool:
-        for done, sc in enumerate(pool.map(_one, jobs), start=1):
-            out.append(sc)
-            if progress is not None:
-                progress(done, len(jobs))
-    return out
+    return list(map_scenarios(_one, jobs, workers=workers, progress=progress))
 
 
 def summary(scores: list[ScenarioScore]) -> dict[str, Any]:

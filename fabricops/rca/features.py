@@ -52,6 +52,7 @@ FEATURES: Final = (
     "g_fcs_log", "g_pause", "g_down", "g_imbalance", "g_missing", "g_cycle", "g_vote",
 )
 FCOL: Final = {name: i for i, name in enumerate(FEATURES)}
+OWN: Final = slice(FCOL["l_down_any"], FCOL["g_fcs_log"])  # what is seen on the entity itself
 
 
 def _log(x: F64) -> F64:
@@ -169,12 +170,13 @@ def _links(ix: PortIndex, sig: PortSignals, x: F64, cyc: B, share: F64, votes: F
         return np.maximum(va, vb), np.minimum(va, vb)
 
     fcs = both(_log(sig.fcs_ratio))[0]
+    down, pause = both(sig.oper_down), both(sig.pause_rx)
     cols = {
-        "l_down_any": both(sig.oper_down)[0], "l_down_both": both(sig.oper_down)[1],
+        "l_down_any": down[0], "l_down_both": down[1],
         "l_flaps": both(sig.flaps)[0], "l_fcs_log": fcs,
         "l_fcs_rel": fcs / max(float(fcs.max(initial=0.0)), 1e-9),
         "l_rx_drop": both(sig.rx_drop_db)[0], "l_rx_slope": both(sig.rx_slope)[1],
-        "l_pause_max": both(sig.pause_rx)[0], "l_pause_min": both(sig.pause_rx)[1],
+        "l_pause_max": pause[0], "l_pause_min": pause[1],
         "l_util": both(np.maximum(sig.util_tx, sig.util_rx))[0],
         "l_ecn": both(sig.ecn_ratio)[0], "l_queue": both(sig.queue)[0] / 1e6,
         "l_host": (ix.port_is_nic[a] | ix.port_is_nic[b]).astype(float),

@@ -28,7 +28,7 @@ from sklearn.ensemble import HistGradientBoostingClassifier
 from threadpoolctl import threadpool_limits
 
 from fabricops.core.faults import TARGETS, FaultType
-from fabricops.rca.features import FCOL, FEATURES, LINK, NIC, SWITCH
+from fabricops.rca.features import FEATURES, LINK, NIC, OWN, SWITCH
 
 FORMAT: Final = "fabricops-rca-model"
 FORMAT_VERSION: Final = 1
@@ -92,7 +92,7 @@ class RcaModel:
         """
         probs = np.zeros((len(x), len(CLASSES)))
         probs[:, 0] = 1.0
-        active = np.flatnonzero(np.abs(x[:, 3:FCOL["g_fcs_log"]]).sum(axis=1) > 0)
+        active = np.flatnonzero(np.abs(x[:, OWN]).sum(axis=1) > 0)
         probs[active] = self.class_probs(x[active])
         allowed = allowed_mask()[kind]
         typed = np.where(allowed, probs, 0.0)

@@ -9,9 +9,10 @@ training rows and to score the outcome; it never reaches the engine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,13 +25,15 @@ from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Diagnosis
 from fabricops.rca.detect import rules_diagnosis
 from fabricops.rca.engine import RcaConfig, RcaEngine, StepResult
-from fabricops.rca.features import FCOL, LINK, Candidates
-from fabricops.rca.model import CLASSES, RcaModel
+from fabricops.rca.features import FCOL, OWN, Candidates
+from fabricops.rca.model import CLASSES, RcaModel, one_thread
 from fabricops.rca.scenarios import TOPOLOGIES, LabelledScenario, topology_of
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
 from fabricops.simulator.scenario import build_simulator, scenario_from_dict
 
 F64 = npt.NDArray[np.float64]
+J = TypeVar("J")
+R = TypeVar("R")
 FIRST_LABEL_S = 8.0  # baselines settle before rows are kept for training
 
 
@@ -53,6 +56,16 @@ class ReplayResult:
     rows: list[F64] = field(default_factory=list)
     labels: list[npt.NDArray[np.int64]] = field(default_factory=list)
     steps: list[StepResult] = field(default_factory=list)
+
+
+def map_scenarios(fn: Callable[[J], R], jobs: Sequence[J], *, workers: int,
+                  progress: Callable[[int, int], None] | None = None) -> Iterator[R]:
+    """``fn`` over ``jobs`` in ``workers`` processes (one native thread each), in order."""
+    with ProcessPoolExecutor(initializer=one_thread, max_workers=max(1, workers)) as pool:
+        for done, out in enumerate(pool.map(fn, jobs), start=1):
+            if progress is not None:
+                progress(done, len(jobs))
+            yield out
 
 
 def truth_of(sim: Any, cand: Candidates) -> list[tuple[set[int], str, float]]:
@@ -131,7 +144,7 @@ def _collect(result: ReplayResult, x: F64, suspects: set[int], t_s: float,
     for roots, ftype, start in result.truth:
         if t_s >= start + 1.0:
             label[list(roots)] = CLASSES.index(ftype)
-    activity = np.abs(x[:, 3:FCOL["g_fcs_log"]]).sum(axis=1)
+    activity = np.abs(x[:, OWN]).sum(axis=1)
     loud = np.argsort(-activity)[:negatives]
     pick = set(np.flatnonzero(label).tolist()) | suspects | set(loud.tolist())
     pick |= set(rng.choice(n, size=min(negatives, n), replace=False).tolist())
@@ -139,6 +152,3 @@ def _collect(result: ReplayResult, x: F64, suspects: set[int], t_s: float,
     result.rows.append(x[idx])
     result.labels.append(label[idx])
 
-
-def is_link(cand: Candidates, i: int) -> bool:
-    return bool(cand.kind[i] == LINK)

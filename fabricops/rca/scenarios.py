@@ -119,7 +119,7 @@ def make(index: int, seed: int, *, healthy_share: float = 0.08,
     faults: list[dict[str, Any]] = []
     for k in range(n_faults):
         t = FAULT_TYPES[int(kinds[k])]
-        if t is FaultType.INCAST and k:  # an incast needs spare hosts as senders
+        if t is FaultType.INCAST and k:  # only a first fault is an incast
             t = FaultType.GRAY_LOSS
         faults.append(_fault(t, topo, rng, start + 4.0 * k))
     spare = 4 if any(f["type"] == "incast" for f in faults) else 0

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from fabricops.rca.model import CLASSES, RcaModel, one_thread
-from fabricops.rca.replay import replay
+from fabricops.rca.model import CLASSES, RcaModel
+from fabricops.rca.replay import map_scenarios, replay
 from fabricops.rca.scenarios import TRAIN_SEED, make
 
 F64 = npt.NDArray[np.float64]
@@ -38,19 +36,10 @@ def collect(n: int, *, seed: int = TRAIN_SEED, workers: int = 2,
     """Feature rows and labels of ``n`` training scenarios."""
     xs, ys = [], []
     jobs = [(i, seed) for i in range(n)]
-    if workers <= 1:
-        results: Any = map(_rows, jobs)
-    else:
-        pool = ProcessPoolExecutor(initializer=one_thread, max_workers=workers)
-        results = pool.map(_rows, jobs, chunksize=4)
-    for done, (x, y) in enumerate(results, start=1):
+    for x, y in map_scenarios(_rows, jobs, workers=workers, progress=progress):
         if len(x):
             xs.append(x)
             ys.append(y)
-        if progress is not None:
-            progress(done, n)
-    if workers > 1:
-        pool.shutdown()
     return np.vstack(xs), np.concatenate(ys)
 
 
