@@ -143,6 +143,29 @@ class Control:
         sim.route_flows(sim.workload.set_hosts(j, [*sim.workload.hosts[j], h]))
         return sim.fabric.node_ids[h]
 
+    def restore_host(self, host: str, job: str) -> None:
+        """Undo ``drain_host``: the host is back in service and rejoins ``job``."""
+        sim, h, j = self._sim, self._host(host), self._job(job)
+        sim.workload.drained[h] = False
+        if h not in sim.workload.hosts[j]:
+            if sim.workload.busy[h]:
+                raise ControlError(f"host {host!r} is busy in another job")
+            sim.route_flows(sim.workload.set_hosts(j, [*sim.workload.hosts[j], h]))
+
+    def release_spare(self, host: str, job: str) -> None:
+        """Undo ``attach_spare``: the host leaves ``job`` and is a free spare again."""
+        sim, h, j = self._sim, self._host(host), self._job(job)
+        hosts = sim.workload.hosts[j]
+        if h in hosts:
+            if len(hosts) <= 2:
+                raise ControlError(f"releasing {host!r} would leave job {job!r} with fewer "
+                                   "than two hosts")
+            sim.route_flows(sim.workload.set_hosts(j, [x for x in hosts if x != h]))
+
+    def wcmp_weight(self, port: str) -> int:
+        """The WCMP weight of a switch's egress port (1 unless set)."""
+        return int(self._sim.router.weight[self._sim.fabric.port_tx_ch[self._port(port)]])
+
     def reboot(self, node: str) -> None:
         """Reboot a device now: its counters restart from zero."""
         if node not in self._sim.fabric.topology.node_by_id:

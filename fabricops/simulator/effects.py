@@ -105,8 +105,12 @@ class FaultBook:
     def active(self, t_s: float) -> list[Resolved]:
         return [r for r in self.faults if r.spec.start_s <= t_s < r.spec.end_s()]
 
-    def effects(self, t_s: float) -> TickEffects:
-        """Fold every fault active at ``t_s`` into arrays."""
+    def effects(self, t_s: float, admin_up: B | None = None) -> TickEffects:
+        """Fold every fault active at ``t_s`` into arrays.
+
+        ``admin_up`` (per link) is the operator's port state: a PFC deadlock
+        whose cycle has a link shut is broken, and its buffers drain.
+        """
         fab = self.fabric
         n_ch = fab.n_channels + 1
         fx = TickEffects(
@@ -117,6 +121,9 @@ class FaultBook:
             port_silent=np.zeros(fab.n_ports, bool),
         )
         for r in self.active(t_s):
+            if (r.spec.type is FaultType.PFC_DEADLOCK and admin_up is not None
+                    and not admin_up[r.channels // 2].all()):
+                continue
             _apply(fx, r, t_s - r.spec.start_s, fab)
         return fx
 

@@ -144,7 +144,7 @@ class Simulator:
     def step(self) -> TickObservation:
         """Simulate one tick; return what happened in it."""
         t = self.time_s
-        fx = self.faults.effects(t)
+        fx = self.faults.effects(t, self.admin_up)
         self._reboot_returning(t)
         self._update_links(fx, t)
         if not np.array_equal(fx.l3_only, self.router.l3_only):

@@ -1,0 +1,156 @@
+"""Remediation actions: what fabricops does (or proposes) about a diagnosis.
+
+An ``Action`` is one remedy for one diagnosis, made of ``Step``s that an
+actuator carries out in order. Its ``state`` moves
+
+    proposed -> approved -> applied -> verified | rolled_back | failed
+    proposed -> rejected            (a person, or a safety check, said no)
+
+and every move appends an ``AuditEntry``. ``undo`` holds the steps that
+revert what was applied (filled as steps are applied), so a rollback needs
+nothing but the record. The JSON codec is the bus (``actions.v1``) and store
+encoding.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ActionMode(StrEnum):
+    OBSERVE = "observe"  # propose only, never apply
+    APPROVE = "approve"  # apply once a person approves
+    AUTO = "auto"  # apply at once, if every safety check passes
+
+
+class ActionState(StrEnum):
+    PROPOSED = "proposed"
+    APPROVED = "approved"
+    APPLIED = "applied"
+    VERIFIED = "verified"
+    ROLLED_BACK = "rolled_back"
+    FAILED = "failed"
+    REJECTED = "rejected"
+
+
+FINAL_STATES = frozenset({ActionState.VERIFIED, ActionState.ROLLED_BACK, ActionState.FAILED,
+                          ActionState.REJECTED})
+"""States an action never leaves (a verified action can still be rolled back by request)."""
+
+TRANSITIONS: dict[ActionState, frozenset[ActionState]] = {
+    ActionState.PROPOSED: frozenset({ActionState.APPROVED, ActionState.REJECTED}),
+    ActionState.APPROVED: frozenset({ActionState.APPLIED, ActionState.FAILED,
+                                     ActionState.REJECTED}),
+    ActionState.APPLIED: frozenset({ActionState.VERIFIED, ActionState.ROLLED_BACK,
+                                    ActionState.FAILED}),
+    ActionState.VERIFIED: frozenset({ActionState.ROLLED_BACK}),
+    ActionState.ROLLED_BACK: frozenset(),
+    ActionState.FAILED: frozenset(),
+    ActionState.REJECTED: frozenset(),
+}
+"""The moves an action's state may make."""
+
+
+class ActionKind(StrEnum):
+    """What a remedy does, in an operator's words."""
+
+    DRAIN_LINK = "drain_link"  # WCMP weight 0 at both ends: traffic moves, the link stays up
+    SHUT_LINK = "shut_link"  # administratively down at both ends
+    DRAIN_SWITCH = "drain_switch"  # WCMP weight 0 on every neighbour port facing a switch
+    ISOLATE_PORT = "isolate_port"  # shut the switch port facing a misbehaving NIC
+    RELABEL_FLOWS = "relabel_flows"  # new UDP source ports, so ECMP re-hashes the flows
+    REPLACE_NODE = "replace_node"  # drain a host from its job, attach a spare
+    TICKET = "ticket"  # nothing to change automatically: tell a person
+
+
+class StepOp(StrEnum):
+    """The primitive operations actuators carry out."""
+
+    SHUT_PORT = "shut_port"  # target: port
+    NO_SHUT_PORT = "no_shut_port"  # target: port
+    SET_WEIGHT = "set_weight"  # target: port (egress of a switch); params: weight
+    RELABEL_FLOWS = "relabel_flows"  # target: NIC, link or job
+    DRAIN_HOST = "drain_host"  # target: host; result: job
+    RESTORE_HOST = "restore_host"  # target: host; params: job
+    ATTACH_SPARE = "attach_spare"  # target: job; result: host
+    RELEASE_SPARE = "release_spare"  # target: host; params: job
+    TICKET = "ticket"  # target: entity; params: summary
+
+
+Param = str | int | float | bool
+
+
+class Step(BaseModel):
+    """One primitive operation on one target."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    op: StepOp
+    target: str = Field(min_length=1, max_length=255)
+    params: dict[str, Param] = Field(default_factory=dict)
+
+    def describe(self) -> str:
+        extra = " ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.op.value} {self.target}" + (f" ({extra})" if extra else "")
+
+
+class AuditEntry(BaseModel):
+    """One thing that happened to an action: who, when, the state after, and why."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ts_ns: int = Field(ge=0)
+    actor: str = Field(min_length=1, description="policy, safety, precheck, actuator:NAME, "
+                                                  "verifier, operator:NAME")
+    state: ActionState
+    note: str = ""
+
+
+class Action(BaseModel):
+    """One remedy for one diagnosis, with its full history.
+
+    ``id`` is derived from the diagnosis id, the kind and the target, so the
+    same remedy for the same incident is one action however often the
+    diagnosis is revised (idempotence). ``ts_ns`` is the time of the latest
+    audit entry. ``request`` is ``"rollback"`` while an operator's rollback
+    request waits for the remediation service.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1, max_length=64)
+    diagnosis_id: str = Field(min_length=1, max_length=64)
+    created_ns: int = Field(ge=0)
+    ts_ns: int = Field(ge=0)
+    kind: ActionKind
+    target: str = Field(min_length=1, max_length=255)
+    fault_type: str = Field(max_length=32)
+    confidence: float = Field(ge=0.0, le=1.0)
+    mode: ActionMode
+    state: ActionState = ActionState.PROPOSED
+    steps: tuple[Step, ...] = ()
+    undo: tuple[Step, ...] = ()
+    affected_hosts: tuple[str, ...] = ()
+    affected_jobs: tuple[str, ...] = ()
+    reason: str = Field(default="", description="Why this remedy, in words")
+    request: str = ""
+    audit: tuple[AuditEntry, ...] = ()
+
+    def moved(self, state: ActionState, *, ts_ns: int, actor: str, note: str = "",
+              **changes: object) -> Action:
+        """This action in ``state`` with an audit entry; ValueError if the move is not allowed."""
+        if state is not self.state and state not in TRANSITIONS[self.state]:
+            raise ValueError(f"action {self.id}: cannot go from {self.state.value} to "
+                             f"{state.value}")
+        entry = AuditEntry(ts_ns=ts_ns, actor=actor, state=state, note=note)
+        return self.model_copy(update={**changes, "state": state, "ts_ns": ts_ns,
+                                       "audit": (*self.audit, entry)})
+
+    def encode(self) -> bytes:
+        return self.model_dump_json().encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Action:
+        return cls.model_validate_json(data)
