@@ -1,0 +1,1 @@
+"""Remediation: diagnosis -> safe, verified, reversible actions on the fabric."""

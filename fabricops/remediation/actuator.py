@@ -1,0 +1,107 @@
+"""The actuator interface, the inverse of each step, and the routing of steps to actuators.
+
+An actuator carries out ``Step``s on something outside fabricops: the simulated
+fabric, a switch over gNMI Set, an external automation over a webhook, a
+scheduler through a command. ``apply`` returns facts learnt while applying
+(the previous WCMP weight, the spare that was attached) from which
+``inverse`` builds the steps that undo it. Actuators are picked per step
+operation by ``Actuators``; there is no discovery by name.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Protocol
+
+from fabricops.core.actions import Action, Param, Step, StepOp
+
+
+class ActuatorError(RuntimeError):
+    """A step that could not be carried out; the message names the target and the cause."""
+
+
+class Actuator(Protocol):
+    """Carries out steps of the operations in ``ops``."""
+
+    name: str
+    ops: frozenset[StepOp]
+
+    def apply(self, step: Step, action: Action) -> dict[str, Param]:
+        """Carry out ``step`` of ``action`` (blocking); return facts for ``inverse``.
+
+        Raises ActuatorError naming the target and the cause. Applying a step
+        twice has the effect of applying it once.
+        """
+        ...
+
+
+def inverse(step: Step, facts: Mapping[str, Param]) -> tuple[Step, ...]:
+    """The steps that undo ``step``, given the facts its actuator returned."""
+    p = {**step.params, **facts}
+    t = step.target
+    match step.op:
+        case StepOp.SHUT_PORT:
+            return (Step(op=StepOp.NO_SHUT_PORT, target=t),)
+        case StepOp.NO_SHUT_PORT:
+            return (Step(op=StepOp.SHUT_PORT, target=t),)
+        case StepOp.SET_WEIGHT:
+            return (Step(op=StepOp.SET_WEIGHT, target=t,
+                         params={"weight": p.get("previous", 1)}),)
+        case StepOp.DRAIN_HOST if p.get("job"):
+            return (Step(op=StepOp.RESTORE_HOST, target=t, params={"job": p["job"]}),)
+        case StepOp.ATTACH_SPARE if p.get("host"):
+            return (Step(op=StepOp.RELEASE_SPARE, target=str(p["host"]), params={"job": t}),)
+        case StepOp.RESTORE_HOST:
+            return (Step(op=StepOp.DRAIN_HOST, target=t, params={"job": p["job"]}),)
+        case StepOp.RELEASE_SPARE:
+            return (Step(op=StepOp.ATTACH_SPARE, target=str(p["job"]), params={"host": t}),)
+    return ()  # relabelling and tickets need no undo
+
+
+class Actuators:
+    """Routes each step operation to the actuator configured for it."""
+
+    def __init__(self, by_op: Mapping[StepOp, Actuator]) -> None:
+        for op, actuator in by_op.items():
+            if op not in actuator.ops:
+                raise ValueError(f"actuator {actuator.name!r} cannot carry out {op.value!r}")
+        self.by_op = dict(by_op)
+
+    @classmethod
+    def single(cls, actuator: Actuator) -> Actuators:
+        """Every operation the actuator supports goes to it."""
+        return cls(dict.fromkeys(actuator.ops, actuator))
+
+    def supports(self, op: StepOp) -> bool:
+        return op in self.by_op
+
+    def apply(self, step: Step, action: Action) -> tuple[str, dict[str, Param]]:
+        """Apply through the configured actuator; return its name and facts."""
+        actuator = self.by_op.get(step.op)
+        if actuator is None:
+            raise ActuatorError(f"{step.describe()}: no actuator is configured for "
+                                f"{step.op.value!r}")
+        return actuator.name, actuator.apply(step, action)
+
+
+class RecordingActuator:
+    """A fake actuator: records each step; targets in ``fail`` raise ActuatorError."""
+
+    name = "recording"
+
+    def __init__(self, ops: frozenset[StepOp] = frozenset(StepOp),
+                 fail: frozenset[str] = frozenset()) -> None:
+        self.ops = ops
+        self.fail = fail
+        self.applied: list[Step] = []
+        self._lock = threading.Lock()
+
+    def apply(self, step: Step, action: Action) -> dict[str, Param]:
+        if step.target in self.fail:
+            raise ActuatorError(f"{step.describe()}: refused by the device")
+        with self._lock:
+            self.applied.append(step)
+        if step.op is StepOp.ATTACH_SPARE:
+            return {"host": "host-spare"}
+        return {}

@@ -1,0 +1,188 @@
+"""Policy: which remedy a diagnosis gets, and the steps that carry it out.
+
+``plan`` is pure: a diagnosis, the topology and the job placement in, proposed
+actions out. The remedy per fault type is configurable (``PolicyConfig.remedies``);
+the defaults:
+
+- bad link (down, flapping, gray loss, degrading optic) -> drain it from
+  ECMP/WCMP at both switch ends (or ``shut_link``); a link to a host's NIC
+  cannot be drained around, so its host is replaced instead;
+- PFC deadlock -> shut one link of the cycle (the root), which breaks it;
+- hash polarization -> re-label the affected jobs' flows (new UDP source
+  ports, so ECMP re-hashes them);
+- PFC storm -> isolate the NIC's switch port, then replace the node;
+- slow receiver, dead NIC -> replace the node (drain it from its job,
+  attach a spare);
+- switch down -> drain every neighbour port facing it (traffic moves now,
+  not after routing converges) and raise a ticket;
+- incast, ECN misconfiguration -> a ticket: no automatic change fixes them.
+
+An action's id derives from the diagnosis id, kind and target, so a revised
+diagnosis of the same incident proposes the same actions (idempotence).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.core.actions import (
+    Action,
+    ActionKind,
+    ActionMode,
+    ActionState,
+    AuditEntry,
+    Step,
+    StepOp,
+)
+from fabricops.core.entities import split_port
+from fabricops.core.faults import FaultType
+from fabricops.core.records import Diagnosis
+from fabricops.core.topology import Topology, TopologyError
+
+DEFAULT_REMEDIES: dict[FaultType, ActionKind] = {
+    FaultType.LINK_DOWN: ActionKind.DRAIN_LINK,
+    FaultType.LINK_FLAP: ActionKind.DRAIN_LINK,
+    FaultType.GRAY_LOSS: ActionKind.DRAIN_LINK,
+    FaultType.OPTIC_DEGRADATION: ActionKind.DRAIN_LINK,
+    FaultType.PFC_DEADLOCK: ActionKind.SHUT_LINK,
+    FaultType.HASH_POLARIZATION: ActionKind.RELABEL_FLOWS,
+    FaultType.PFC_STORM: ActionKind.ISOLATE_PORT,
+    FaultType.SLOW_RECEIVER: ActionKind.REPLACE_NODE,
+    FaultType.NIC_DOWN: ActionKind.REPLACE_NODE,
+    FaultType.SWITCH_DOWN: ActionKind.DRAIN_SWITCH,
+    FaultType.INCAST: ActionKind.TICKET,
+    FaultType.ECN_MISCONFIG: ActionKind.TICKET,
+}
+
+
+class PolicyConfig(BaseModel):
+    """Which remedy each fault type gets."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    remedies: dict[FaultType, ActionKind] = Field(
+        default_factory=lambda: dict(DEFAULT_REMEDIES),
+        description="Remedy per fault type; a type left out gets a ticket")
+
+
+class PlanError(ValueError):
+    """A diagnosis the policy cannot turn into steps; the message names the root and why."""
+
+
+def action_id(diagnosis_id: str, kind: ActionKind, target: str) -> str:
+    digest = hashlib.blake2b(f"{diagnosis_id}|{kind.value}|{target}".encode(),
+                             digest_size=8).hexdigest()
+    return f"act-{digest}"
+
+
+class Policy:
+    """Turns diagnoses into proposed actions (see the module docstring)."""
+
+    def __init__(self, config: PolicyConfig, topology: Topology,
+                 placement: Mapping[str, Sequence[str]] | None = None) -> None:
+        self.config = config
+        self.topology = topology
+        self.placement: Mapping[str, Sequence[str]] = placement if placement is not None else {}
+
+    def plan(self, d: Diagnosis, *, mode: ActionMode, ts_ns: int) -> Action:
+        """The proposed remedy for ``d``; PlanError if its root does not fit the remedy."""
+        known = d.fault_type in {t.value for t in FaultType}
+        kind = self.config.remedies.get(FaultType(d.fault_type), ActionKind.TICKET) if known \
+            else ActionKind.TICKET
+        kind, target, steps, reason = self._steps(kind, d)
+        note = f"{d.fault_type} on {d.root} (confidence {d.confidence:.2f}): {reason}"
+        return Action(
+            id=action_id(d.id, kind, target), diagnosis_id=d.id, created_ns=ts_ns, ts_ns=ts_ns,
+            kind=kind, target=target, fault_type=d.fault_type, confidence=d.confidence,
+            mode=mode, steps=tuple(steps), affected_hosts=d.affected_hosts,
+            affected_jobs=d.affected_jobs, reason=note,
+            audit=(AuditEntry(ts_ns=ts_ns, actor="policy", state=ActionState.PROPOSED,
+                              note=note),))
+
+    def _steps(self, kind: ActionKind, d: Diagnosis) -> tuple[ActionKind, str, list[Step], str]:
+        topo, root = self.topology, d.root
+        if kind in (ActionKind.DRAIN_LINK, ActionKind.SHUT_LINK):
+            link = topo.link_by_id.get(root)
+            if link is None:
+                raise PlanError(f"{kind.value} needs a link; the root {root!r} is not one")
+            hosts = [p for p in (link.a, link.b) if topo.port_by_id[p][0].is_host]
+            if hosts:
+                return self._replace(split_port(hosts[0])[0], d,
+                                     "a host link has no alternative path")
+            op = (StepOp.SET_WEIGHT, {"weight": 0}) if kind is ActionKind.DRAIN_LINK \
+                else (StepOp.SHUT_PORT, {})
+            steps = [Step(op=op[0], target=p, params=op[1]) for p in (link.a, link.b)]
+            verb = "drain the link from ECMP/WCMP" if kind is ActionKind.DRAIN_LINK \
+                else "shut the link"
+            return kind, root, steps, verb
+        if kind is ActionKind.ISOLATE_PORT:
+            nic = self._nic(root, kind)
+            switch_port = topo.attachment(nic)
+            kind, host, steps, _ = self._replace(split_port(nic)[0], d, "")
+            return (ActionKind.ISOLATE_PORT, nic,
+                    [Step(op=StepOp.SHUT_PORT, target=switch_port), *steps],
+                    f"isolate {switch_port}, then replace {host}")
+        if kind is ActionKind.REPLACE_NODE:
+            host = root if root in topo.node_by_id else split_port(self._nic(root, kind))[0]
+            return self._replace(host, d, "drain the host from its job and attach a spare")
+        if kind is ActionKind.RELABEL_FLOWS:
+            jobs = d.affected_jobs or tuple(self.placement)
+            if not jobs:
+                return self._ticket(d, "no job is known to re-label")
+            steps = [Step(op=StepOp.RELABEL_FLOWS, target=j) for j in jobs]
+            return kind, root, steps, f"re-label the flows of {', '.join(jobs)}"
+        if kind is ActionKind.DRAIN_SWITCH:
+            return self._drain_switch(d)
+        return self._ticket(d, "no automatic remedy; a person must look")
+
+    def _nic(self, root: str, kind: ActionKind) -> str:
+        found = self.topology.port_by_id.get(root)
+        if found is None or not found[0].is_host:
+            raise PlanError(f"{kind.value} needs a NIC; the root {root!r} is not one")
+        return root
+
+    def _replace(self, host: str, d: Diagnosis,
+                 why: str) -> tuple[ActionKind, str, list[Step], str]:
+        jobs = [job for job, hosts in self.placement.items() if host in hosts]
+        if not jobs:
+            return self._ticket(d, f"{host} runs no known job; nothing to replace")
+        steps = [Step(op=StepOp.DRAIN_HOST, target=host, params={"job": jobs[0]}),
+                 Step(op=StepOp.ATTACH_SPARE, target=jobs[0])]
+        return ActionKind.REPLACE_NODE, host, steps, why or f"replace {host} in {jobs[0]}"
+
+    def _drain_switch(self, d: Diagnosis) -> tuple[ActionKind, str, list[Step], str]:
+        node = self.topology.node_by_id.get(d.root)
+        if node is None or node.is_host:
+            raise PlanError(f"drain_switch needs a switch; the root {d.root!r} is not one")
+        facing = []
+        for port in node.ports:
+            try:
+                peer = self.topology.peer_of[f"{node.id}:{port.name}"]
+            except KeyError:
+                continue
+            if not self.topology.port_by_id[peer][0].is_host:
+                facing.append(peer)
+        steps = [Step(op=StepOp.SET_WEIGHT, target=p, params={"weight": 0}) for p in facing]
+        steps.append(Step(op=StepOp.TICKET, target=d.root,
+                          params={"summary": f"{d.root} is down; traffic drained around it"}))
+        return (ActionKind.DRAIN_SWITCH, d.root, steps,
+                f"drain {len(facing)} neighbour ports facing it and raise a ticket")
+
+    @staticmethod
+    def _ticket(d: Diagnosis, why: str) -> tuple[ActionKind, str, list[Step], str]:
+        summary = f"{d.fault_type} on {d.root}: {d.action or why}"
+        return ActionKind.TICKET, d.root, [Step(op=StepOp.TICKET, target=d.root,
+                                                params={"summary": summary[:500]})], why
+
+
+__all__ = [
+    "DEFAULT_REMEDIES",
+    "PlanError",
+    "Policy",
+    "PolicyConfig",
+    "TopologyError",
+    "action_id",
+]

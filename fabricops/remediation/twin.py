@@ -1,0 +1,100 @@
+"""The pre-check: apply an action to a copy of the fabric's load model, refuse overloads.
+
+``LoadTwin`` knows the topology and, from telemetry, the recent transmit
+utilization of every port. ``predict`` copies those loads, takes the ports
+the action drains or shuts out of service and moves their traffic onto the
+equal-cost alternatives ECMP would use: the same switch's other ports towards
+neighbours of the same role (the other spines, the other aggregation
+switches). Traffic with no alternative left is an overload by definition.
+Node replacement moves a host's traffic to a spare: the check is that a free
+spare exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricops.core.actions import Action, StepOp
+from fabricops.core.topology import Topology
+
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The most loaded remaining port after the action, and its predicted utilization."""
+
+    port: str
+    utilization: float
+    moved_bps: float
+
+    def describe(self) -> str:
+        return (f"{self.port} would run at {self.utilization:.0%} of line rate after moving "
+                f"{self.moved_bps / 1e9:.1f} Gb/s")
+
+
+class LoadTwin:
+    """A load model of the fabric (see the module docstring)."""
+
+    def __init__(self, topology: Topology) -> None:
+        self.topology = topology
+        self.ports = topology.port_ids
+        self.index = {p: i for i, p in enumerate(self.ports)}
+        self.speed_bps = np.array([topology.port_by_id[p][1].speed_bps for p in self.ports],
+                                  np.float64)
+        self.node = [topology.port_by_id[p][0] for p in self.ports]
+        self.peer = np.array([self.index.get(topology.peer_of.get(p, ""), -1)
+                              for p in self.ports], np.int64)
+
+    def predict(self, action: Action, util_tx: F64) -> Prediction | None:
+        """Apply ``action`` to a copy of the loads; None if it moves no fabric traffic."""
+        load = np.nan_to_num(util_tx, nan=0.0) * self.speed_bps
+        out: set[int] = set()
+        for step in action.steps:
+            i = self.index.get(step.target, -1)
+            if i < 0:
+                continue
+            if step.op is StepOp.SET_WEIGHT and step.params.get("weight") == 0:
+                out.add(i)
+            elif step.op is StepOp.SHUT_PORT:
+                out.update(j for j in (i, int(self.peer[i])) if j >= 0)
+        moved_total = 0.0
+        touched: set[int] = set()
+        for i in sorted(out):
+            if self.node[i].is_host or load[i] <= 0:
+                continue  # a host's own traffic leaves with the host
+            alts = self._alternatives(i, out)
+            if not alts:
+                return Prediction(self.ports[i], float("inf"), float(load[i]))
+            load[alts] += load[i] / len(alts)
+            moved_total += float(load[i])
+            load[i] = 0.0
+            touched.update(alts)
+        if not touched:
+            return None
+        cand = np.array(sorted(touched), np.int64)
+        util = load[cand] / np.maximum(self.speed_bps[cand], 1.0)
+        worst = int(cand[int(np.argmax(util))])
+        return Prediction(self.ports[worst], float(util.max()), moved_total)
+
+    def _alternatives(self, i: int, out: Collection[int]) -> list[int]:
+        """Ports of the same switch towards neighbours of the same role, still in service."""
+        peer = int(self.peer[i])
+        if peer < 0:
+            return []
+        role = self.node[peer].role
+        node = self.node[i].id
+        return [j for j, n in enumerate(self.node)
+                if n.id == node and j != i and j not in out and self.peer[j] >= 0
+                and self.node[int(self.peer[j])].role is role]
+
+    def spares(self, placement: Mapping[str, Collection[str]],
+               out_of_service: Collection[str]) -> list[str]:
+        """Hosts in no job and not out of service."""
+        busy = {h for hosts in placement.values() for h in hosts}
+        return [n.id for n in self.topology.hosts()
+                if n.id not in busy and n.id not in out_of_service]

@@ -1,0 +1,174 @@
+"""GnmiSetActuator against the simulated fabric's gNMI target, and its failures."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from fabricops.core.actions import Action, ActionKind, Step, StepOp
+from fabricops.core.topology import Topology
+from fabricops.remediation.actuator import ActuatorError, Actuators, inverse
+from fabricops.remediation.gnmi_actuator import (
+    GnmiSetActuator,
+    GnmiSetConfig,
+    set_enabled_request,
+)
+from fabricops.simulator.agents.board import FrameBoard
+from fabricops.simulator.agents.driver import DriverConfig, SimulationDriver
+from fabricops.simulator.agents.gnmi_set import DriverSetHandler
+from fabricops.simulator.agents.gnmi_target import GnmiTarget, GnmiTargetConfig
+from fabricops.simulator.builders import leaf_spine
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.workload import JobSpec
+
+PORT = "leaf-1:eth40"
+OPER_UP, OPER_DOWN = 1, 2
+ActionFactory = Callable[..., Action]
+
+
+@dataclass
+class Fabric:
+    board: FrameBoard
+    driver: SimulationDriver
+    target: GnmiTarget
+
+    def admin_up(self, port: str) -> bool:
+        def read(sim: Simulator) -> bool:
+            fab = sim.fabric
+            return bool(sim.admin_up[int(fab.port_tx_ch[fab.port_index(port)]) // 2])
+        return self.driver.call(read)
+
+    def oper_status(self, port: str) -> int | float:
+        """The port's oper-status in the telemetry of the next tick."""
+        self.board.wait_tick(self.board.tick + 1, timeout_s=5)
+        values = self.board.values(port.split(":")[0])
+        assert values is not None
+        return values.values[(port, "oper_status")]
+
+
+@pytest.fixture(scope="module")
+def topology() -> Topology:
+    return leaf_spine(gpus=64)
+
+
+@pytest.fixture
+def fabric(topology: Topology) -> Iterator[Fabric]:
+    sim = Simulator(topology, SimConfig(seed=5))
+    sim.add_job(JobSpec(hosts=8, placement="random", compute_s=0.0, comm_bytes_per_nic=1e15))
+    board = FrameBoard()
+    driver = SimulationDriver(sim, board, DriverConfig(speed=20.0))
+    target = GnmiTarget(GnmiTargetConfig(), board, [n.id for n in topology.switches()],
+                        DriverSetHandler(driver))
+    driver.start()
+    target.start()
+    try:
+        yield Fabric(board, driver, target)
+    finally:
+        target.stop()
+        driver.stop()
+
+
+def _actuator(fabric: Fabric, registry: CollectorRegistry | None = None,
+              timeout_s: float = 5.0) -> GnmiSetActuator:
+    addresses = dict.fromkeys(fabric.target.switches, fabric.target.address)
+    return GnmiSetActuator(GnmiSetConfig(timeout_s=timeout_s), addresses, registry=registry)
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_the_request_updates_the_enabled_leaf_of_the_device() -> None:
+    request = set_enabled_request("leaf-1", "Ethernet1/1", False)
+    (update,) = request.update
+    assert request.prefix.target == "leaf-1"
+    assert [e.name for e in update.path.elem] == ["interfaces", "interface", "config", "enabled"]
+    assert dict(update.path.elem[1].key) == {"name": "Ethernet1/1"}
+    assert update.val.WhichOneof("value") == "bool_val"
+    assert update.val.bool_val is False
+    assert not request.replace
+    assert not request.delete
+
+
+@pytest.mark.integration
+def test_shut_then_no_shut_changes_the_simulated_switch(
+        fabric: Fabric, make_action: ActionFactory) -> None:
+    registry = CollectorRegistry()
+    actuators = Actuators.single(_actuator(fabric, registry))
+    shut = Step(op=StepOp.SHUT_PORT, target=PORT)
+    action = make_action(ActionKind.ISOLATE_PORT, PORT, shut)
+    assert fabric.admin_up(PORT)
+    assert fabric.oper_status(PORT) == OPER_UP
+
+    name, facts = actuators.apply(shut, action)
+    assert (name, facts) == ("gnmi", {})
+    assert not fabric.admin_up(PORT)
+    assert fabric.oper_status(PORT) == OPER_DOWN
+    actuators.apply(shut, action)  # applying twice is applying once
+    assert not fabric.admin_up(PORT)
+
+    (undo,) = inverse(shut, facts)
+    assert undo == Step(op=StepOp.NO_SHUT_PORT, target=PORT)
+    actuators.apply(undo, action)
+    assert fabric.admin_up(PORT)
+    assert fabric.oper_status(PORT) == OPER_UP
+    assert fabric.admin_up("leaf-1:eth41")
+    assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
+                                     {"op": "shut_port", "outcome": "ok"}) == 2
+    assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
+                                     {"op": "no_shut_port", "outcome": "ok"}) == 1
+
+
+@pytest.mark.integration
+def test_an_unknown_interface_is_refused_naming_the_port(
+        fabric: Fabric, make_action: ActionFactory) -> None:
+    registry = CollectorRegistry()
+    step = Step(op=StepOp.SHUT_PORT, target="leaf-1:eth999")
+    with pytest.raises(ActuatorError, match=r"shut_port leaf-1:eth999: .*NOT_FOUND.*eth999"):
+        _actuator(fabric, registry).apply(step, make_action(ActionKind.ISOLATE_PORT,
+                                                            step.target, step))
+    assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
+                                     {"op": "shut_port", "outcome": "refused"}) == 1
+
+
+def test_an_unreachable_target_fails_within_the_timeout(make_action: ActionFactory) -> None:
+    address = f"127.0.0.1:{_closed_port()}"
+    actuator = GnmiSetActuator(GnmiSetConfig(timeout_s=2.0), {"leaf-1": address})
+    step = Step(op=StepOp.SHUT_PORT, target=PORT)
+    started = time.monotonic()
+    with pytest.raises(ActuatorError) as err:
+        actuator.apply(step, make_action(ActionKind.ISOLATE_PORT, PORT, step))
+    assert time.monotonic() - started < 2.0 + 1.0
+    assert f"shut_port {PORT}: leaf-1 at {address}: " in str(err.value)
+    assert "unreachable" in str(err.value) or "no answer within 2 s" in str(err.value)
+
+
+def test_a_device_without_an_address_is_refused(make_action: ActionFactory) -> None:
+    registry = CollectorRegistry()
+    actuator = GnmiSetActuator(GnmiSetConfig(), {"leaf-1": "127.0.0.1:57400"},
+                               registry=registry)
+    step = Step(op=StepOp.NO_SHUT_PORT, target="spine-3:eth2")
+    with pytest.raises(ActuatorError, match=r"no_shut_port spine-3:eth2: device 'spine-3' "
+                                            "has no gNMI address"):
+        actuator.apply(step, make_action(ActionKind.ISOLATE_PORT, step.target, step))
+    assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
+                                     {"op": "no_shut_port", "outcome": "unknown_device"}) == 1
+
+
+def test_a_target_that_is_not_a_port_is_refused(make_action: ActionFactory) -> None:
+    actuator = GnmiSetActuator(GnmiSetConfig(), {"leaf-1": "127.0.0.1:57400"})
+    step = Step(op=StepOp.SHUT_PORT, target="leaf-1")
+    with pytest.raises(ActuatorError, match="shut_port leaf-1: port id 'leaf-1' is not"):
+        actuator.apply(step, make_action(ActionKind.ISOLATE_PORT, step.target, step))
+
+
+def test_a_bad_address_is_refused_at_construction() -> None:
+    with pytest.raises(ValueError, match="'leaf-1'"):
+        GnmiSetActuator(GnmiSetConfig(), {"leaf-1": "no-port-here"})

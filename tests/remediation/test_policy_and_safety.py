@@ -1,0 +1,176 @@
+"""Policy (diagnosis -> steps), blast radius and the load pre-check, without a fabric."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabricops.core.actions import ActionKind, ActionMode, ActionState, StepOp
+from fabricops.core.faults import FaultType
+from fabricops.core.records import Diagnosis
+from fabricops.core.topology import Topology
+from fabricops.remediation.actuator import Actuators, RecordingActuator
+from fabricops.remediation.engine import RemediationConfig, RemediationEngine
+from fabricops.remediation.policy import PlanError, Policy, PolicyConfig
+from fabricops.remediation.safety import BlastRadius, SafetyConfig, footprint
+from fabricops.remediation.twin import LoadTwin
+from fabricops.remediation.watch import FabricWatch
+from fabricops.simulator.builders import build
+
+TOPO: Topology = build("leaf_spine", gpus=64, nics_per_host=4, leaf_radix=16, spine_radix=16)
+HOSTS = [n.id for n in TOPO.hosts()]
+PLACEMENT = {"job-a": HOSTS[:-4]}
+SWITCH_LINKS = [lk.id for lk in TOPO.links if not (TOPO.port_by_id[lk.a][0].is_host
+                                                   or TOPO.port_by_id[lk.b][0].is_host)]
+HOST_LINKS = [lk.id for lk in TOPO.links if lk.id not in SWITCH_LINKS]
+NICS = list(TOPO.nics())
+SWITCHES = [n.id for n in TOPO.switches()]
+
+
+def diagnosis(fault: str, root: str, confidence: float = 0.95, did: str = "dx-1") -> Diagnosis:
+    return Diagnosis(id=did, ts_ns=1, onset_ns=1, root=root, root_kind="link",
+                     fault_type=fault, confidence=confidence, affected_jobs=("job-a",))
+
+
+def policy() -> Policy:
+    return Policy(PolicyConfig(), TOPO, {k: list(v) for k, v in PLACEMENT.items()})
+
+
+def test_a_bad_fabric_link_is_drained_at_both_switch_ends() -> None:
+    link = TOPO.link_by_id[SWITCH_LINKS[0]]
+    a = policy().plan(diagnosis("gray_loss", link.id), mode=ActionMode.AUTO, ts_ns=5)
+    assert a.kind is ActionKind.DRAIN_LINK
+    assert a.state is ActionState.PROPOSED
+    assert [(s.op, s.target, s.params) for s in a.steps] == [
+        (StepOp.SET_WEIGHT, link.a, {"weight": 0}), (StepOp.SET_WEIGHT, link.b, {"weight": 0})]
+    assert a.audit[0].actor == "policy"
+    assert "gray_loss" in a.reason
+
+
+def test_a_bad_host_link_replaces_the_host_instead() -> None:
+    link = TOPO.link_by_id[HOST_LINKS[0]]
+    host = next(p for p in (link.a, link.b) if TOPO.port_by_id[p][0].is_host).split(":")[0]
+    a = policy().plan(diagnosis("link_flap", link.id), mode=ActionMode.AUTO, ts_ns=5)
+    assert a.kind is ActionKind.REPLACE_NODE
+    assert a.target == host
+    assert [s.op for s in a.steps] == [StepOp.DRAIN_HOST, StepOp.ATTACH_SPARE]
+
+
+def test_a_pfc_storm_isolates_the_port_then_replaces_the_node() -> None:
+    nic = f"{HOSTS[0]}:{TOPO.node_by_id[HOSTS[0]].ports[0].name}"
+    a = policy().plan(diagnosis("pfc_storm", nic), mode=ActionMode.AUTO, ts_ns=5)
+    assert a.kind is ActionKind.ISOLATE_PORT
+    assert [s.op for s in a.steps] == [StepOp.SHUT_PORT, StepOp.DRAIN_HOST, StepOp.ATTACH_SPARE]
+    assert a.steps[0].target == TOPO.attachment(nic)
+
+
+def test_types_without_a_remedy_and_unknown_types_get_a_ticket() -> None:
+    for fault in ("incast", "ecn_misconfig", "cosmic_rays"):
+        a = policy().plan(diagnosis(fault, SWITCHES[0]), mode=ActionMode.AUTO, ts_ns=5)
+        assert a.kind is ActionKind.TICKET
+        assert [s.op for s in a.steps] == [StepOp.TICKET]
+
+
+def test_a_remedy_that_does_not_fit_the_root_is_a_plan_error() -> None:
+    with pytest.raises(PlanError, match="needs a link"):
+        policy().plan(diagnosis("gray_loss", SWITCHES[0]), mode=ActionMode.AUTO, ts_ns=5)
+
+
+def test_the_same_incident_gets_the_same_action_id() -> None:
+    p = policy()
+    one = p.plan(diagnosis("gray_loss", SWITCH_LINKS[0]), mode=ActionMode.AUTO, ts_ns=5)
+    two = p.plan(diagnosis("gray_loss", SWITCH_LINKS[0], 0.99), mode=ActionMode.AUTO, ts_ns=9)
+    other = p.plan(diagnosis("gray_loss", SWITCH_LINKS[0], did="dx-2"), mode=ActionMode.AUTO,
+                   ts_ns=9)
+    assert one.id == two.id != other.id
+
+
+def test_the_precheck_refuses_a_drain_that_overloads_the_remaining_uplinks() -> None:
+    twin = LoadTwin(TOPO)
+    link = TOPO.link_by_id[SWITCH_LINKS[0]]
+    drain = policy().plan(diagnosis("gray_loss", link.id), mode=ActionMode.AUTO, ts_ns=5)
+    leaf = link.a.split(":")[0]
+    util = np.zeros(len(twin.ports))
+    uplinks = [i for i, p in enumerate(twin.ports) if p.startswith(f"{leaf}:")
+               and not TOPO.port_by_id[TOPO.peer_of[p]][0].is_host]
+    util[uplinks] = 0.5
+    light = twin.predict(drain, util)
+    assert light is not None
+    assert light.utilization < 0.9
+    util[uplinks] = 0.85
+    heavy = twin.predict(drain, util)
+    assert heavy is not None
+    assert heavy.utilization > 0.9
+    assert heavy.port.startswith(f"{leaf}:")
+    assert "would run at" in heavy.describe()
+
+
+def test_the_engine_rejects_an_overloading_action_and_touches_nothing() -> None:
+    actuator = RecordingActuator()
+    cfg = RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO, max_uplink_share=0.5))
+    watch = FabricWatch(TOPO)
+    engine = RemediationEngine(cfg, TOPO, Actuators.single(actuator), watch, PLACEMENT)
+    watch.util_tx[:] = 0.8  # every port busy: nowhere to move a link's traffic
+    a = engine.on_diagnosis(diagnosis("gray_loss", SWITCH_LINKS[0]), 10)
+    assert a is not None
+    assert a.state is ActionState.REJECTED
+    assert a.audit[-1].actor == "precheck"
+    assert "would run at" in a.audit[-1].note
+    assert actuator.applied == []
+
+
+def _links_of_switch_ports(ports: set[str]) -> dict[str, int]:
+    per: dict[str, int] = {}
+    for p in ports:
+        per[p.split(":")[0]] = per.get(p.split(":")[0], 0) + 1
+    return per
+
+
+FAULTS = [t.value for t in FaultType]
+
+
+@st.composite
+def diagnoses(draw: st.DrawFn) -> list[Diagnosis]:
+    out = []
+    for i in range(50):
+        fault = draw(st.sampled_from(FAULTS))
+        pool = {"link": SWITCH_LINKS + HOST_LINKS, "switch": SWITCHES, "nic": NICS}
+        kind = draw(st.sampled_from(sorted(pool)))
+        root = draw(st.sampled_from(pool[kind]))
+        conf = draw(st.floats(0.0, 1.0))
+        out.append(diagnosis(fault, root, conf, did=f"dx-{i}"))
+    return out
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(storm=diagnoses(), share=st.sampled_from([0.25, 0.5]), hosts=st.integers(0, 3),
+       per_window=st.integers(1, 8))
+def test_a_storm_of_50_random_diagnoses_never_breaks_the_blast_radius(
+        storm: list[Diagnosis], share: float, hosts: int, per_window: int) -> None:
+    safety = SafetyConfig(mode=ActionMode.AUTO, confidence_floor=0.5, max_uplink_share=share,
+                          max_hosts_drained=hosts, max_actions=per_window, window_s=60.0)
+    actuator = RecordingActuator()
+    engine = RemediationEngine(RemediationConfig(safety=safety), TOPO,
+                               Actuators.single(actuator), FabricWatch(TOPO),
+                               {k: list(v) for k, v in PLACEMENT.items()})
+    fabric_ports = BlastRadius(safety, TOPO).fabric_ports
+    applied_at: list[int] = []
+    for k, d in enumerate(storm):
+        now = k * 5 * 10**9  # one diagnosis every 5 s: 12 per window
+        a = engine.on_diagnosis(d, now)
+        if d.confidence < safety.confidence_floor:
+            assert a is None
+        live = [x for x in engine.actions.values()
+                if x.state in (ActionState.APPLIED, ActionState.VERIFIED)]
+        if a is not None and a.state is ActionState.APPLIED and a.kind is not ActionKind.TICKET:
+            applied_at.append(now)
+        drained = set().union(*(footprint(x, TOPO).ports for x in live))
+        for switch, n in _links_of_switch_ports(drained).items():
+            assert n <= share * fabric_ports[switch], (switch, n)
+        out_hosts = set().union(*(footprint(x, TOPO).hosts for x in live))
+        assert len(out_hosts) <= hosts
+        recent = [t for t in applied_at if t > now - 60 * 10**9]
+        assert len(recent) <= per_window
+    assert all(x.state is not ActionState.APPROVED for x in engine.actions.values())
