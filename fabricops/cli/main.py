@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from fabricops import __version__
-from fabricops.cli import probes, query, rca, sim
+from fabricops.cli import actions, probes, query, rca, sim
 from fabricops.cli.tail import tail
 from fabricops.cli.up import collect, up
 
@@ -21,6 +21,7 @@ app.add_typer(sim.app, name="sim")
 app.add_typer(probes.app, name="probes")
 app.add_typer(query.app, name="query")
 app.add_typer(rca.app, name="rca")
+app.add_typer(actions.app, name="actions")
 
 
 def _show_version(value: bool) -> None:

@@ -102,8 +102,9 @@ class AuditEntry(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     ts_ns: int = Field(ge=0)
-    actor: str = Field(min_length=1, description="policy, safety, precheck, actuator:NAME, "
-                                                  "verifier, operator:NAME")
+    actor: str = Field(min_length=1, max_length=128,
+                       description="policy, safety, precheck, actuator:NAME, verifier, "
+                                   "operator:NAME")
     state: ActionState
     note: str = ""
 
@@ -135,7 +136,7 @@ class Action(BaseModel):
     affected_hosts: tuple[str, ...] = ()
     affected_jobs: tuple[str, ...] = ()
     reason: str = Field(default="", description="Why this remedy, in words")
-    request: str = ""
+    request: str = Field(default="", max_length=16)
     audit: tuple[AuditEntry, ...] = ()
 
     def moved(self, state: ActionState, *, ts_ns: int, actor: str, note: str = "",

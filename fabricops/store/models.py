@@ -15,6 +15,7 @@ from typing import Final
 from sqlalchemy import (
     BigInteger,
     Double,
+    ForeignKey,
     Index,
     Integer,
     LargeBinary,
@@ -180,6 +181,45 @@ class DiagnosisRow(Base):
     body: Mapped[bytes] = mapped_column(LargeBinary)
 
 
+class ActionRow(Base):
+    """A remediation action (:class:`fabricops.core.actions.Action`) as it is now.
+
+    ``body`` is the whole record (``Action.encode()``), the other columns are
+    copies of its fields to filter on. Actions are never pruned: with
+    ``action_log`` they are the record of what fabricops did to the fabric.
+    """
+
+    __tablename__ = "actions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    diagnosis_id: Mapped[str] = mapped_column(String(64), index=True)
+    created_ns: Mapped[int] = mapped_column(BigInteger)
+    ts_ns: Mapped[int] = mapped_column(BigInteger, index=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    target: Mapped[str] = mapped_column(String(255))
+    fault_type: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    mode: Mapped[str] = mapped_column(String(16))
+    confidence: Mapped[float] = mapped_column(Double)
+    request: Mapped[str] = mapped_column(String(16))
+    body: Mapped[bytes] = mapped_column(LargeBinary)
+
+
+class ActionLogRow(Base):
+    """One audit entry of an action; ``seq`` is its index in ``Action.audit``."""
+
+    __tablename__ = "action_log"
+    __table_args__ = (UniqueConstraint("action_id", "seq"),)
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    action_id: Mapped[str] = mapped_column(String(64), ForeignKey("actions.id"))
+    seq: Mapped[int] = mapped_column(Integer)
+    ts_ns: Mapped[int] = mapped_column(BigInteger)
+    actor: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(16))
+    note: Mapped[str] = mapped_column(Text)
+
+
 SERIES: Final[Table] = Base.metadata.tables["series"]
 SEGMENTS: Final[Table] = Base.metadata.tables["segments"]
 EVENTS: Final[Table] = Base.metadata.tables["events"]
@@ -187,3 +227,5 @@ INT_PATHS: Final[Table] = Base.metadata.tables["int_paths"]
 STAGED_FRAMES: Final[Table] = Base.metadata.tables["staged_frames"]
 STREAM_STATES: Final[Table] = Base.metadata.tables["stream_states"]
 DIAGNOSES: Final[Table] = Base.metadata.tables["diagnoses"]
+ACTIONS: Final[Table] = Base.metadata.tables["actions"]
+ACTION_LOG: Final[Table] = Base.metadata.tables["action_log"]

@@ -11,10 +11,11 @@ import math
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Delete, Row, Select, String, case, delete, func, select
+from sqlalchemy import ColumnElement, Delete, Row, Select, String, case, delete, func, or_, select
 from sqlalchemy.orm import InstrumentedAttribute
 from sqlalchemy.sql.elements import CollationClause
 
+from fabricops.core.actions import Action, ActionState
 from fabricops.core.records import Diagnosis, Event, EventKind
 from fabricops.store.bulk import Upsert, greater, lesser
 from fabricops.store.models import (
@@ -22,6 +23,7 @@ from fabricops.store.models import (
     EVENTS,
     INT_PATHS,
     SEGMENTS,
+    ActionRow,
     DiagnosisRow,
     EventRow,
     IntPathRow,
@@ -130,6 +132,31 @@ def latest_diagnoses(dialect: str, *, limit: int) -> Select[Any]:
         .order_by(DiagnosisRow.ts_ns.desc(), by_id)
 
 
+def action(dialect: str, *, action_id: str) -> Select[Any]:
+    """The row of ``action_id`` (id, ts_ns, body; none if there is no such action)."""
+    return select(ActionRow.id, ActionRow.ts_ns, ActionRow.body).where(ActionRow.id == action_id)
+
+
+def actions(dialect: str, *, state: ActionState | None, diagnosis_id: str | None,
+            limit: int) -> Select[Any]:
+    """The ``limit`` actions (of ``state`` / ``diagnosis_id`` if given) changed last,
+    newest first (ties by id, bytewise)."""
+    stmt = select(ActionRow.id, ActionRow.ts_ns, ActionRow.body)
+    if state is not None:
+        stmt = stmt.where(ActionRow.state == ActionState(state).value)
+    if diagnosis_id is not None:
+        stmt = stmt.where(ActionRow.diagnosis_id == diagnosis_id)
+    (by_id,) = ordered_by(dialect, ActionRow.id)
+    return stmt.order_by(ActionRow.ts_ns.desc(), by_id).limit(limit)
+
+
+def pending_actions(dialect: str) -> Select[Any]:
+    """Approved actions and actions with a request, oldest change first."""
+    stmt = select(ActionRow.id, ActionRow.ts_ns, ActionRow.body).where(
+        or_(ActionRow.state == ActionState.APPROVED.value, ActionRow.request != ""))
+    return stmt.order_by(*ordered_by(dialect, ActionRow.ts_ns, ActionRow.id))
+
+
 def prune(cutoff_ns: int) -> dict[str, Delete]:
     """Per table, the statement deleting what ended before ``cutoff_ns``."""
     return {
@@ -173,6 +200,20 @@ def diagnosis_row(d: Diagnosis) -> dict[str, object]:
     return {"diagnosis_id": d.id, "ts_ns": d.ts_ns, "onset_ns": d.onset_ns, "root": d.root,
             "root_kind": d.root_kind, "fault_type": d.fault_type,
             "confidence": d.confidence, "body": d.encode()}
+
+
+def action_row(a: Action) -> dict[str, object]:
+    return {"id": a.id, "diagnosis_id": a.diagnosis_id, "created_ns": a.created_ns,
+            "ts_ns": a.ts_ns, "kind": a.kind.value, "target": a.target,
+            "fault_type": a.fault_type, "state": a.state.value, "mode": a.mode.value,
+            "confidence": a.confidence, "request": a.request, "body": a.encode()}
+
+
+def action_log_rows(a: Action, *, since: int) -> list[dict[str, object]]:
+    """The ``action_log`` rows of ``a``'s audit entries from index ``since`` on."""
+    return [{"action_id": a.id, "seq": seq, "ts_ns": e.ts_ns, "actor": e.actor,
+             "state": e.state.value, "note": e.note}
+            for seq, e in enumerate(a.audit[since:], start=since)]
 
 
 def int_path_row(r: IntPathRecord) -> dict[str, object]:

@@ -22,8 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Connection, Engine, Row, Select, Table, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
+from fabricops.core.actions import Action, ActionState
 from fabricops.core.frame import Frame, FrameDecodeError
 from fabricops.core.records import Diagnosis, Event, EventKind
+from fabricops.store import actions as action_tables
 from fabricops.store import bulk, queries
 from fabricops.store.bulk import UnsupportedDialectError, insert_rows
 from fabricops.store.database import (
@@ -37,6 +39,8 @@ from fabricops.store.metrics import StoreMetrics
 from fabricops.store.models import (
     SEGMENTS,
     STREAM_STATES,
+    ActionLogRow,
+    ActionRow,
     Base,
     DiagnosisRow,
     EventRow,
@@ -86,6 +90,15 @@ class StoreConfig(BaseModel):
 
 class StoreError(RuntimeError):
     """A store operation failed; the message names the database and the cause."""
+
+
+class ActionConflict(StoreError):  # noqa: N818  (the name other modules use)
+    """An action write lost a race or asked for a move its state does not allow; the
+    message names the action, its current state and what was asked."""
+
+
+class ActionNotFound(StoreError, LookupError):  # noqa: N818  (the name other modules use)
+    """No action has the id asked for; the message names it."""
 
 
 class Store:
@@ -269,6 +282,45 @@ class Store:
         rows = self._query("latest_diagnoses", partial(queries.latest_diagnoses, limit=limit))
         return self._decode_diagnoses("latest_diagnoses", rows)
 
+    def put_action(self, action: Action, *, prior: Action | None = None) -> Action:
+        """Store a proposed action (``prior`` None) or the next version of one, and its
+        new audit entries; returns the action as stored.
+
+        Without ``prior`` a stored action with the same id is kept and returned (a
+        repeated proposal). With ``prior``, the version ``action`` was made from, the
+        write happens only if the stored audit trail still has ``len(prior.audit)``
+        entries and ``action``'s begins with them, else ActionConflict (ActionNotFound if
+        nothing is stored)."""
+        return self._write_action("put_action", action.id, partial(
+            action_tables.put, action=action, prior=prior))
+
+    def transition_action(self, action_id: str, *, to: ActionState | None, actor: str,
+                          note: str = "", ts_ns: int, request: str | None = None) -> Action:
+        """Move the stored action to ``to`` (None: keep its state) with an audit entry, in
+        one transaction that locks the row; ``request`` replaces its request if given.
+        ActionConflict if TRANSITIONS forbids the move, ActionNotFound if no action has
+        that id. Returns the action as stored."""
+        return self._write_action("transition_action", action_id, partial(
+            action_tables.move, action_id=action_id, to=to, actor=actor, note=note,
+            ts_ns=ts_ns, request=request))
+
+    def action(self, action_id: str) -> Action | None:
+        """The action with that id, None if there is none."""
+        found = self._read_actions("action", partial(queries.action, action_id=action_id))
+        return found[0] if found else None
+
+    def actions(self, *, state: ActionState | None = None, diagnosis_id: str | None = None,
+                limit: int = 50) -> list[Action]:
+        """The ``limit`` actions changed last (in ``state`` / for incident ``diagnosis_id``
+        if given), newest ``ts_ns`` first."""
+        return self._read_actions("actions", partial(
+            queries.actions, state=state, diagnosis_id=diagnosis_id, limit=limit))
+
+    def pending_actions(self) -> list[Action]:
+        """What the remediation service must act on: approved actions and actions with a
+        request (a rollback), oldest change first."""
+        return self._read_actions("pending_actions", queries.pending_actions)
+
     def prune(self, *, now_ns: int) -> int:
         """Delete telemetry older than ``retention_s`` before ``now_ns``: segments and
         INT paths that ended, events, staged frames and diagnosis revisions stamped,
@@ -295,6 +347,33 @@ class Store:
                 _log.warning("database %s: diagnosis %s at %d skipped: %s",
                              self.url, row.diagnosis_id, row.ts_ns, exc)
         return decoded
+
+    def _write_action(self, op: str, action_id: str,
+                      work: Callable[[Connection], action_tables.Outcome]) -> Action:
+        """Run an action write; its refusal raised, its rows counted."""
+        try:
+            outcome = self._transaction(op, work)
+        except action_tables.BodyDecodeError as exc:
+            self.metrics.errors.labels(f"{op}_decode").inc()
+            raise StoreError(f"{op} on database {self.url}: {exc}") from exc
+        if outcome.action is None:
+            self.metrics.errors.labels(f"{op}_not_found").inc()
+            raise ActionNotFound(f"{op} on database {self.url}: no action has id {action_id!r}")
+        if outcome.refused:
+            self.metrics.errors.labels(f"{op}_conflict").inc()
+            raise ActionConflict(f"{op} on database {self.url}: {outcome.refused}")
+        self.metrics.written(ActionRow.__tablename__, 1, outcome.written)
+        self.metrics.written(ActionLogRow.__tablename__, outcome.logged, outcome.logged)
+        return outcome.action
+
+    def _read_actions(self, op: str, build: Callable[[str], Select[Any]]) -> list[Action]:
+        """The actions of the rows ``build`` selects; a body that no longer decodes is
+        skipped, counted, logged."""
+        found, broken = action_tables.decode(self._query(op, build))
+        for action_id, cause in broken:
+            self.metrics.errors.labels(f"{op}_decode").inc()
+            _log.warning("database %s: action %s skipped: %s", self.url, action_id, cause)
+        return found
 
     def _put(self, op: str, table: str, rows: Sequence[Mapping[str, object]],
              key: Sequence[str], *,

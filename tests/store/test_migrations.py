@@ -18,7 +18,8 @@ from fabricops.store.models import Base
 from fabricops.store.schema import alembic_config, downgrade, head_revisions, upgrade
 
 STORE_TABLES = {"series", "segments", "events", "int_paths", "staged_frames", "stream_states",
-                "diagnoses"}
+                "diagnoses", "actions", "action_log"}
+TABLES_AT_0001 = STORE_TABLES - {"stream_states", "diagnoses", "actions", "action_log"}
 
 
 @pytest.fixture
@@ -55,14 +56,14 @@ def test_downgrade_to_base_leaves_no_table(engine: Engine) -> None:
 
 def test_each_step_can_be_undone_and_redone_with_rows_in_place(engine: Engine) -> None:
     upgrade(engine, "0001")
-    assert _tables(engine) == STORE_TABLES - {"stream_states", "diagnoses"}
+    assert _tables(engine) == TABLES_AT_0001
     with engine.begin() as conn:
         conn.execute(text("INSERT INTO series (device, entity, metric, kind) "
                           "VALUES ('leaf-0', 'leaf-0:eth1', 'in_octets', 'counter')"))
     upgrade(engine)
     assert _tables(engine) == STORE_TABLES
     downgrade(engine, "0001")
-    assert _tables(engine) == STORE_TABLES - {"stream_states", "diagnoses"}
+    assert _tables(engine) == TABLES_AT_0001
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM series")).scalar_one() == 1
 
