@@ -15,7 +15,9 @@ from rich.text import Text
 
 from fabricops.cli.common import fail, stderr_console, stderr_is_terminal, user_errors
 from fabricops.cli.sim import choose_scenario
+from fabricops.cli.up_analysis import ACTUATORS, start_analysis
 from fabricops.collectors.collection import PROTOCOLS, Collection, CollectionStatus
+from fabricops.core.actions import ActionMode
 from fabricops.core.bus import Bus
 from fabricops.core.bus_factory import BusConfig, make_bus
 from fabricops.core.inventory import load_inventory
@@ -97,8 +99,20 @@ def up(
     db: Annotated[str, typer.Option("--db", envvar="FABRICOPS_STORE__URL",
                                     help="Store URL (SQLite file or PostgreSQL)")]
     = "sqlite:///fabricops-data/fabricops.db",
+    remediation: Annotated[ActionMode, typer.Option(
+        "--remediation", help="observe: propose only; approve: wait for `fabricops actions "
+                              "approve`; auto: act when every safety check passes")]
+    = ActionMode.APPROVE,
+    actuator: Annotated[str, typer.Option(
+        help="How actions reach the fabric: simulator (its control surface) or gnmi "
+             "(port changes over gNMI Set, the rest through the simulator)")] = "simulator",
+    webhook: Annotated[str, typer.Option(
+        envvar="FABRICOPS_WEBHOOK_URL", help="POST every action change here (JSON)")] = "",
+    webhook_secret: Annotated[str, typer.Option(
+        envvar="FABRICOPS_WEBHOOK_SECRET", help="HMAC-SHA256 key for the webhook")] = "",
 ) -> None:
-    """Run the stack on the embedded default: a simulated fabric, collectors and pipeline.
+    """Run the stack on the embedded default: a simulated fabric, collectors, pipeline,
+    root-cause analysis and remediation.
 
     The fabric (a scenario: topology, jobs, faults) runs in real time or faster
     and serves every switch over SNMP and gNMI on loopback and sends INT reports;
@@ -106,12 +120,18 @@ def up(
     publish on the bus (in-process by default, or Kafka). The pipeline turns
     the telemetry into keyframe segments and key events in the store (SQLite by
     default; read them with `fabricops query`) and samples implicated devices
-    fast. A status line shows targets up and what moved. Ctrl-C stops it.
+    fast. The RCA publishes diagnoses; remediation proposes an action for each
+    (list them with `fabricops actions list`) and, per --remediation, waits for
+    approval or applies it, verifies it and rolls it back if it did not help.
+    A status line shows targets up and what moved. Ctrl-C stops it.
 
         fabricops up --duration 30
-        fabricops up --preset pfc-storm --speed 5 --bus kafka -b 127.0.0.1:9092
+        fabricops up --preset pfc-storm --speed 5 --remediation auto
+        fabricops up --bus kafka -b 127.0.0.1:9092 --webhook http://127.0.0.1:9000/hook
     """
     console = stderr_console()
+    if actuator not in ACTUATORS:
+        raise fail(f"--actuator must be one of {', '.join(ACTUATORS)}, not {actuator!r}")
     with user_errors():
         sim = build_simulator(_on_wall_clock(choose_scenario(scenario, preset)))
         fabric = SimulatedFabric(sim, SimulatedFabricConfig(
@@ -122,6 +142,8 @@ def up(
             {"store": {"url": db}}), bus, sim.fabric.topology)
         pipeline.start()
         fabric.start()
+        analysis = start_analysis(bus, fabric, db, mode=remediation, actuator=actuator,
+                                  webhook=webhook, webhook_secret=webhook_secret)
         collection = Collection(fabric.inventory(), bus)
         collection.start()
         try:
@@ -131,11 +153,13 @@ def up(
             fabric.stop()
             bus.flush(10.0)
             time.sleep(1.0)  # the worker's last poll
+            analysis.stop()
             pipeline.stop()
             bus.stop()
     if not stderr_is_terminal():
         console.print(_status_line(final, sim.time_s, duration, pipeline.status()))
-        console.print(f"stored in {db}; try: fabricops query events --db {db}")
+        console.print(f"stored in {db}; try: fabricops query events --db {db}; "
+                      f"fabricops actions list --db {db}")
 
 
 def _on_wall_clock(scenario: Scenario) -> Scenario:

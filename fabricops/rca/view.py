@@ -6,6 +6,9 @@ that port's previous sample (u64 arithmetic, so a wrap is exact; a counter that
 goes backwards is a reset and leaves the rate unknown). PFC counters of every
 priority are summed. ``snapshot(now_ns)`` gives one :class:`Snapshot`: rates and
 gauges per port, NaN where the port has not reported within ``stale_s``.
+A device collected over several protocols (SNMP and gNMI) is read from one:
+the first that reports, until it is silent for ``stale_s`` (its counters and
+clocks are not interchangeable with another source's).
 
 INT reports give flow paths: ``IntPaths`` keeps, per sampled flow, the links it
 crossed (its two NIC links and every egress port's link), for path voting.
@@ -123,8 +126,10 @@ class FabricView:
         self._node_ts = np.full(index.n_nodes, -1, np.int64)
         self._values = np.full((n, len(COLUMNS)), np.nan)
         self._entity_cache: dict[tuple[str, ...], npt.NDArray[np.int64]] = {}
+        self._source: dict[int, str] = {}
         self.newest_ns = -1
         self.frames_seen = 0
+        self.frames_other_source = 0
         self.samples_unknown = 0
 
     def _ports_of(self, entities: tuple[str, ...]) -> npt.NDArray[np.int64]:
@@ -146,6 +151,12 @@ class FabricView:
             self.samples_unknown += len(frame.raw)
             return
         ts = frame.ts_ns
+        pinned = self._source.get(node)
+        if pinned is not None and pinned != frame.source and \
+                ts - self._node_ts[node] <= self.stale_ns:
+            self.frames_other_source += 1
+            return
+        self._source[node] = frame.source
         self.frames_seen += 1
         self._node_ts[node] = max(self._node_ts[node], ts)
         self.newest_ns = max(self.newest_ns, ts)

@@ -155,7 +155,7 @@ class RemediationEngine:
         why = self.radius.admit(a, now_ns)
         if why is not None:
             return "safety", why
-        pred = self.twin.predict(a, self.watch.util_tx)
+        pred = self.twin.predict(a, self.watch.load_tx())
         limit = self.config.safety.max_link_load
         if pred is not None and pred.utilization > limit:
             return "precheck", f"{pred.describe()}; the limit is {limit:.0%}"

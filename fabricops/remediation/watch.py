@@ -32,6 +32,7 @@ class FabricWatch:
         self.load_alpha = load_alpha
         self.util_tx: F64 = np.zeros(ix.n_ports)  # smoothed, for the pre-check
         self.current_util: F64 = np.zeros(ix.n_ports)
+        self.oper_down = np.zeros(ix.n_ports, bool)
         self.symptoms: dict[str, list[str]] = {}
         self.ts_ns = -1
         nodes: list[frozenset[int]] = []
@@ -65,11 +66,18 @@ class FabricWatch:
         util = np.nan_to_num(result.signals.util_tx, nan=0.0)
         self.util_tx += self.load_alpha * (util - self.util_tx)
         self.current_util = util
+        self.oper_down = result.signals.oper_down
         names = self.engine.candidates.names
         found: dict[str, list[str]] = {}
         for s in result.symptoms:
             found.setdefault(names[s.candidate], []).append(s.rule)
         self.symptoms = found
+
+    def load_tx(self) -> F64:
+        """Smoothed transmit utilization per port; 0 where the link is down (its traffic
+        has nowhere to be moved from)."""
+        out: F64 = np.where(self.oper_down, 0.0, self.util_tx)
+        return out
 
     def nodes_of(self, entity: str) -> frozenset[str]:
         """The nodes an entity (link, switch, NIC, host) touches."""

@@ -1,0 +1,82 @@
+"""The analysis half of ``fabricops up``: the RCA and remediation services.
+
+Both consume the bus like any other member of their consumer group. On the
+simulated fabric, remediation acts through the simulator's control surface
+between two ticks; port changes can go over real gNMI Set instead
+(``--actuator gnmi``), to the fabric's own gNMI targets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabricops.core.actions import ActionMode, StepOp
+from fabricops.core.bus import Bus
+from fabricops.rca.model import DEFAULT_MODEL, RcaModel
+from fabricops.rca.service import RcaService, RcaServiceConfig
+from fabricops.remediation.actuator import Actuator, Actuators
+from fabricops.remediation.engine import RemediationConfig, RemediationEngine
+from fabricops.remediation.gnmi_actuator import GnmiSetActuator, GnmiSetConfig
+from fabricops.remediation.service import RemediationService, RemediationServiceConfig
+from fabricops.remediation.sim_actuator import SimulatorActuator
+from fabricops.remediation.watch import FabricWatch
+from fabricops.remediation.webhook import WebhookClient, WebhookConfig, WebhookNotifier
+from fabricops.simulator.agents.service import SimulatedFabric
+from fabricops.store.store import Store, StoreConfig
+
+ACTUATORS = ("simulator", "gnmi")
+
+
+@dataclass
+class Analysis:
+    """The running RCA and remediation services and the store they share."""
+
+    store: Store
+    rca: RcaService
+    remediation: RemediationService
+
+    def stop(self) -> None:
+        self.remediation.stop()
+        self.rca.stop()
+        self.store.stop()
+
+
+def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMode,
+                   actuator: str = "simulator", webhook: str = "",
+                   webhook_secret: str = "") -> Analysis:
+    """Start RCA and remediation on ``bus`` for the simulated ``fabric``."""
+    if actuator not in ACTUATORS:
+        raise ValueError(f"--actuator must be one of {', '.join(ACTUATORS)}, not {actuator!r}")
+    sim = fabric.sim
+    topo = sim.fabric.topology
+    placement = {spec.name: [sim.fabric.node_ids[h] for h in hosts]
+                 for spec, hosts in zip(sim.workload.specs, sim.workload.hosts, strict=True)}
+    store = Store(StoreConfig(url=db))
+    store.start()
+    rca = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store,
+                     placement)
+    config = RemediationConfig.model_validate({"safety": {"mode": mode.value}})
+    engine = RemediationEngine(config, topo, _actuators(fabric, actuator), FabricWatch(topo),
+                               placement)
+    notifier = None
+    if webhook:
+        notifier = WebhookNotifier(WebhookClient(WebhookConfig.model_validate(
+            {"url": webhook, "secret": webhook_secret})))
+    remediation = RemediationService(RemediationServiceConfig(), bus, engine, store, notifier)
+    rca.start()
+    remediation.start()
+    return Analysis(store, rca, remediation)
+
+
+def _actuators(fabric: SimulatedFabric, kind: str) -> Actuators:
+    sim_act = SimulatorActuator(fabric.call)
+    by_op: dict[StepOp, Actuator] = dict.fromkeys(sim_act.ops, sim_act)
+    if kind == "gnmi":
+        inventory = fabric.inventory()
+        targets = [t for t in inventory.targets if t.protocol == "gnmi"]
+        creds = targets[0].gnmi.model_dump(include={"username", "password", "insecure"}) \
+            if targets else {}
+        gnmi = GnmiSetActuator(GnmiSetConfig.model_validate(creds),
+                               {t.device: t.address for t in targets})
+        by_op.update(dict.fromkeys(gnmi.ops, gnmi))
+    return Actuators(by_op)
