@@ -59,3 +59,28 @@ def test_collect_refuses_an_unknown_protocol(tmp_path: Path) -> None:
                                 env=ENV)
     assert result.exit_code == 2
     assert "unknown protocol 'netconf'" in result.stderr
+
+
+def test_up_heals_a_pfc_storm_through_the_collectors_and_gnmi_set(tmp_path: Path) -> None:
+    scenario = tmp_path / "storm.yaml"
+    scenario.write_text(
+        "name: storm\nseed: 3\nduration_s: 600\n"
+        "topology: {builder: leaf_spine, params: {gpus: 64, nics_per_host: 4, leaf_radix: 16,"
+        " spine_radix: 16}}\n"
+        "jobs: [{name: job-a, hosts: 12, placement: random, compute_s: 0.2,"
+        " comm_bytes_per_nic: 2.0e+10}]\n"
+        "faults: [{type: pfc_storm, entity: 'host-003:nic1', start_s: 20}]\n")
+    db = f"sqlite:///{tmp_path / 'f.db'}"
+    result = CliRunner().invoke(app, ["up", str(scenario), "--duration", "25", "--speed", "2",
+                                      "--snmp-interval", "1", "--db", db, "--remediation",
+                                      "auto", "--actuator", "gnmi"], env=ENV)
+    assert result.exit_code == 0, result.output
+    listed = CliRunner().invoke(app, ["actions", "list", "--db", db, "--json"], env=ENV)
+    assert listed.exit_code == 0, listed.output
+    actions = json.loads(listed.stdout)
+    storm = [a for a in actions if a["target"] == "host-003:nic1"]
+    assert len(storm) == 1, actions
+    assert storm[0]["kind"] == "isolate_port"
+    assert storm[0]["state"] in ("applied", "verified")
+    applied = next(e for e in storm[0]["audit"] if e["state"] == "applied")
+    assert applied["actor"] == "actuator:gnmi,simulator", "the port was shut over gNMI Set"

@@ -58,8 +58,10 @@ class SimulatedFabric:
         self.driver = SimulationDriver(sim, self.board, DriverConfig(speed=self.config.speed))
         switches = [sim.fabric.node_ids[n] for n in sim.fabric.switch_nodes.tolist()]
         self.switches = tuple(switches)
+        self.hosts = tuple(sim.fabric.node_ids[n] for n in range(len(sim.fabric.node_ids))
+                           if sim.fabric.node_is_host[n])
         self.snmp = SnmpAgent(self.config.snmp, self.board, switches)
-        self.gnmi = GnmiTarget(self.config.gnmi, self.board, switches,
+        self.gnmi = GnmiTarget(self.config.gnmi, self.board, [*switches, *self.hosts],
                                set_handler=DriverSetHandler(self.driver))
         self.int_exporter = IntExporter(self.config.int_exporter, sim)
         self._running = False
@@ -98,7 +100,8 @@ class SimulatedFabric:
         self.call(lambda _: self.int_exporter.set_probe_flows(flows))
 
     def inventory(self) -> Inventory:
-        """Every switch over SNMP (v2c, community = switch) and gNMI (target = switch)."""
+        """Every switch over SNMP (v2c, community = switch) and gNMI (target = switch), and
+        every host's NICs over gNMI (target = host), as a host telemetry agent serves them."""
         cfg = self.config
         snmp_at = f"{cfg.snmp.host}:{self.snmp.port}"
         targets = [Target(device=s, protocol="snmp", address=snmp_at,
@@ -107,7 +110,7 @@ class SimulatedFabric:
                    for s in self.switches]
         targets += [Target(device=s, protocol="gnmi", address=self.gnmi.address,
                            interval_s=cfg.gnmi_interval_s, gnmi=GnmiCredentials(target=s))
-                    for s in self.switches]
+                    for s in (*self.switches, *self.hosts)]
         exporter = cfg.int_exporter
         return Inventory(defaults=Defaults(), targets=targets,
                          int=IntListener(listen=f"{exporter.collector_host}:"
