@@ -123,6 +123,14 @@ class RemediationEngine:
             elif a.state is ActionState.APPLIED and a.kind is not ActionKind.TICKET:
                 self._verify(a, now_ns)
 
+    def resume(self, actions: Sequence[Action]) -> None:
+        """Take up actions recorded before a restart: those in effect count against the
+        blast radius again, and applied ones are verified (their clock restarts now)."""
+        for a in actions:
+            self.actions[a.id] = a
+            if a.state in (ActionState.APPLIED, ActionState.VERIFIED):
+                self.radius.record(a, a.ts_ns)
+
     def approve(self, action_id: str, now_ns: int, actor: str = "operator") -> Action:
         """A person approved (for callers without a store; the service reads the store)."""
         return self._move(self.actions[action_id], ActionState.APPROVED, now_ns, actor,
@@ -168,7 +176,7 @@ class RemediationEngine:
 
     def _verify(self, a: Action, now_ns: int) -> None:
         cfg = self.config
-        since = now_ns - self._applied_ns.get(a.id, now_ns)
+        since = now_ns - self._applied_ns.setdefault(a.id, now_ns)
         if since < cfg.settle_s * 1e9 or not self.watch.warm:
             return
         nodes = self.watch.nodes_of(a.target) | set(a.affected_hosts)

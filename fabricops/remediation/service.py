@@ -18,7 +18,7 @@ import threading
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fabricops.core.actions import Action
+from fabricops.core.actions import Action, ActionState
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
 from fabricops.core.busio import consume_until, frames_from_messages
 from fabricops.core.intreport import IntBatch, IntBatchError
@@ -59,6 +59,12 @@ class RemediationService:
         self.rejected = 0
 
     def start(self) -> None:
+        """Take up the actions in effect from the store, then consume."""
+        if self.store is not None:
+            live = [a for state in (ActionState.APPLIED, ActionState.VERIFIED,
+                                    ActionState.APPROVED, ActionState.PROPOSED)
+                    for a in self.store.actions(state=state, limit=1000)]
+            self.engine.resume(live)
         self._stop.clear()
         self._thread = threading.Thread(target=self._run, name="remediation", daemon=True)
         self._thread.start()

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from fabricops.core.actions import Action, ActionKind, ActionMode, ActionState, Step
+from tests.remediation.http_receiver import receiver
 
 
 def _action(kind: ActionKind, target: str, *steps: Step) -> Action:
@@ -20,3 +21,6 @@ def _action(kind: ActionKind, target: str, *steps: Step) -> Action:
 def make_action() -> Callable[..., Action]:
     """``make_action(kind, target, *steps)``: an approved action of diagnosis ``diag-7``."""
     return _action
+
+
+__all__ = ["make_action", "receiver"]

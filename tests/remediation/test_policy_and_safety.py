@@ -174,3 +174,22 @@ def test_a_storm_of_50_random_diagnoses_never_breaks_the_blast_radius(
         recent = [t for t in applied_at if t > now - 60 * 10**9]
         assert len(recent) <= per_window
     assert all(x.state is not ActionState.APPROVED for x in engine.actions.values())
+
+
+def test_actions_in_effect_before_a_restart_still_count_against_the_blast_radius() -> None:
+    safety = SafetyConfig(mode=ActionMode.AUTO, max_uplink_share=0.25)
+    leaf = TOPO.link_by_id[SWITCH_LINKS[0]].a.split(":")[0]
+    mine = [lk for lk in SWITCH_LINKS if lk.startswith(f"{leaf}:")]
+    first = RemediationEngine(RemediationConfig(safety=safety), TOPO,
+                              Actuators.single(RecordingActuator()), FabricWatch(TOPO), PLACEMENT)
+    applied = [first.on_diagnosis(diagnosis("gray_loss", lk, did=f"dx-{i}"), 10 + i)
+               for i, lk in enumerate(mine[:2])]
+    assert [a.state for a in applied if a] == [ActionState.APPLIED, ActionState.APPLIED]
+    restarted = RemediationEngine(RemediationConfig(safety=safety), TOPO,
+                                  Actuators.single(RecordingActuator()), FabricWatch(TOPO),
+                                  PLACEMENT)
+    restarted.resume([a for a in applied if a])
+    third = restarted.on_diagnosis(diagnosis("gray_loss", mine[2], did="dx-9"), 20)
+    assert third is not None
+    assert third.state is ActionState.REJECTED
+    assert "blast radius" in third.audit[-1].note

@@ -4,6 +4,7 @@ simulated fabric, verified; a rollback request undoes it."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -18,16 +19,19 @@ from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
 from fabricops.remediation.sim_actuator import SimulatorActuator, direct
 from fabricops.remediation.watch import FabricWatch
+from fabricops.remediation.webhook import WebhookClient, WebhookConfig, WebhookNotifier
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultSpec, FaultType
 from fabricops.simulator.workload import JobSpec
 from fabricops.store.store import Store, StoreConfig
+from tests.remediation.http_receiver import Receiver
 
 LINK = "agg-0-0:eth1~leaf-0-0:eth3"
 
 
-def test_approve_through_the_store_then_roll_back_on_request(tmp_path: Path) -> None:
+def test_approve_through_the_store_then_roll_back_on_request(tmp_path: Path,
+                                                            receiver: Receiver) -> None:
     topo = fat_tree(k=4)
     sim = Simulator(topo, SimConfig(seed=3))
     sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
@@ -42,7 +46,8 @@ def test_approve_through_the_store_then_roll_back_on_request(tmp_path: Path) -> 
         {"safety": {"mode": ActionMode.APPROVE, "max_uplink_share": 0.5}})
     engine = RemediationEngine(config, topo, Actuators.single(SimulatorActuator(direct(sim))),
                                FabricWatch(topo))
-    service = RemediationService(RemediationServiceConfig(), bus, engine, store)
+    notifier = WebhookNotifier(WebhookClient(WebhookConfig(url=receiver.url, secret="k")))
+    service = RemediationService(RemediationServiceConfig(), bus, engine, store, notifier)
     sink = BusFrameSink(bus)
     tel = [topic_name(Topic.TELEMETRY), topic_name(Topic.INT)]
     rca_in = bus.subscribe(tel, "rca")
@@ -83,6 +88,9 @@ def test_approve_through_the_store_then_roll_back_on_request(tmp_path: Path) -> 
     assert states[0] is ActionState.PROPOSED
     assert ActionState.APPLIED in states
     assert states[-1] is ActionState.ROLLED_BACK
+    hooked = [json.loads(r.body) for r in receiver.requests]
+    assert [h["state"] for h in hooked] == [s.value for s in states], "every move on the webhook"
+    assert {r.headers["X-Fabricops-Event"] for r in receiver.requests} == {"remediation.action"}
     actors = [e.actor for e in back.audit]
     assert actors[:2] == ["policy", "operator:bob"]
     assert actors[-1] == "operator"
