@@ -125,3 +125,14 @@ def test_an_action_that_does_not_help_is_rolled_back_and_reported() -> None:
     assert "did not help" in last.note
     assert "undid 2 step(s)" in last.note
     assert wrong.throughput_share < 0.95  # still slow: the real fault was never remedied
+
+
+def test_the_precheck_on_measured_loads_refuses_a_drain_that_would_overload() -> None:
+    # moving the bad link's measured traffic onto the leaf's other uplinks would take one
+    # of them to about 70 %: past a 60 % limit, so the drain is refused, nothing applied
+    r = run_loop(fault_for(FaultType.GRAY_LOSS), model(), auto(max_link_load=0.6))
+    (a,) = r.actions
+    assert a.state is ActionState.REJECTED
+    assert a.audit[-1].actor == "precheck"
+    assert "would run at" in a.audit[-1].note
+    assert r.applied == []
