@@ -6,8 +6,8 @@ Call ``on_diagnosis`` for each diagnosis and ``tick`` once per telemetry step
 1. ignores a diagnosis below the confidence floor, one whose incident already
    has a live action, and one whose root is already remedied;
 2. plans the remedy (``Policy``) and records it as *proposed*. In ``observe``
-   mode it stays so; in ``approve`` mode it waits for a person; in ``auto``
-   mode it is approved at once;
+   mode it stays so (even an approved action is not applied); in ``approve``
+   mode it waits for a person; in ``auto`` mode it is approved at once;
 3. applies an approved action only if the blast radius admits it and the
    pre-check on the load twin predicts no overload; else it is *rejected*
    with the reason. A step that fails undoes the steps before it (*failed*);
@@ -118,7 +118,8 @@ class RemediationEngine:
             if a.request == "rollback" and a.state in (ActionState.APPLIED,
                                                        ActionState.VERIFIED):
                 self._rollback(a, now_ns, "operator", "rollback requested")
-            elif a.state is ActionState.APPROVED:
+            elif a.state is ActionState.APPROVED and \
+                    self.config.safety.mode is not ActionMode.OBSERVE:
                 self._apply(a, now_ns)
             elif a.state is ActionState.APPLIED and a.kind is not ActionKind.TICKET:
                 self._verify(a, now_ns)

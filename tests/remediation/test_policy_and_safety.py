@@ -193,3 +193,15 @@ def test_actions_in_effect_before_a_restart_still_count_against_the_blast_radius
     assert third is not None
     assert third.state is ActionState.REJECTED
     assert "blast radius" in third.audit[-1].note
+
+
+def test_observe_mode_never_applies_even_an_approved_action() -> None:
+    actuator = RecordingActuator()
+    engine = RemediationEngine(RemediationConfig(safety=SafetyConfig(mode=ActionMode.OBSERVE)),
+                               TOPO, Actuators.single(actuator), FabricWatch(TOPO), PLACEMENT)
+    a = engine.on_diagnosis(diagnosis("gray_loss", SWITCH_LINKS[0]), 10)
+    assert a is not None
+    engine.approve(a.id, 11, actor="operator:carol")
+    engine.tick(12)
+    assert engine.actions[a.id].state is ActionState.APPROVED
+    assert actuator.applied == []
