@@ -135,7 +135,8 @@ def up(
     with user_errors():
         sim = build_simulator(_on_wall_clock(choose_scenario(scenario, preset)))
         fabric = SimulatedFabric(sim, SimulatedFabricConfig(
-            speed=speed, snmp_interval_s=snmp_interval, gnmi_interval_s=gnmi_interval))
+            speed=speed, snmp_interval_s=snmp_interval, gnmi_interval_s=gnmi_interval,
+            host_telemetry=True))
         _sqlite_dir(db)
         bus = _bus(bus_kind, bootstrap)
         pipeline = PipelineService(PipelineServiceConfig.model_validate(

@@ -46,6 +46,9 @@ class SimulatedFabricConfig(BaseModel):
     int_exporter: IntExporterConfig = Field(default_factory=IntExporterConfig)
     snmp_interval_s: float = Field(default=10.0, gt=0, description="In the inventory it offers")
     gnmi_interval_s: float = Field(default=1.0, gt=0, description="In the inventory it offers")
+    host_telemetry: bool = Field(
+        default=False, description="Also serve every host's NIC counters over gNMI (target = "
+                                   "host), as a host telemetry agent does; the RCA needs them")
 
 
 class SimulatedFabric:
@@ -59,7 +62,7 @@ class SimulatedFabric:
         switches = [sim.fabric.node_ids[n] for n in sim.fabric.switch_nodes.tolist()]
         self.switches = tuple(switches)
         self.hosts = tuple(sim.fabric.node_ids[n] for n in range(len(sim.fabric.node_ids))
-                           if sim.fabric.node_is_host[n])
+                           if sim.fabric.node_is_host[n] and self.config.host_telemetry)
         self.snmp = SnmpAgent(self.config.snmp, self.board, switches)
         self.gnmi = GnmiTarget(self.config.gnmi, self.board, [*switches, *self.hosts],
                                set_handler=DriverSetHandler(self.driver))
@@ -101,7 +104,7 @@ class SimulatedFabric:
 
     def inventory(self) -> Inventory:
         """Every switch over SNMP (v2c, community = switch) and gNMI (target = switch), and
-        every host's NICs over gNMI (target = host), as a host telemetry agent serves them."""
+        with ``host_telemetry`` every host's NICs over gNMI (target = host)."""
         cfg = self.config
         snmp_at = f"{cfg.snmp.host}:{self.snmp.port}"
         targets = [Target(device=s, protocol="snmp", address=snmp_at,
