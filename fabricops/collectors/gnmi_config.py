@@ -19,18 +19,11 @@ from fabricops.core.records import SamplingPolicy
 DEFAULT_PATHS: Final = OPENCONFIG.subtrees(Scope.PORT)
 
 
-class GnmiEndpoint(BaseModel):
-    """One device reached over gNMI: where, as which target, what and how often."""
+class GnmiSecurity(BaseModel):
+    """How a gNMI channel is secured and authenticated (collector and Set alike)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    device: str = Field(min_length=1, description="Device id: frames' device, entity prefix")
-    address: str = Field(description="host:port of the gNMI server")
-    target: str | None = Field(default=None, description="prefix.target sent (default: device)")
-    paths: tuple[str, ...] = Field(default=DEFAULT_PATHS, min_length=1,
-                                   description="Subscribed paths (default: the catalogue's "
-                                   "interface, QoS and transceiver state containers)")
-    sample_interval_s: float = Field(default=10.0, gt=0, le=3600)
     insecure: bool = Field(default=True, description="Plain-text gRPC (no TLS)")
     ca_file: Path | None = Field(default=None, description="PEM roots to verify the server")
     cert_file: Path | None = Field(default=None, description="PEM client certificate (mTLS)")
@@ -39,6 +32,34 @@ class GnmiEndpoint(BaseModel):
                                         description="Name expected in the server certificate")
     username: str | None = None
     password: SecretStr | None = None
+
+    def _where(self) -> str:
+        """What an error message names first (a device, say)."""
+        return ""
+
+    @model_validator(mode="after")
+    def _pairs(self) -> GnmiSecurity:
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError(f"{self._where()}cert_file and key_file go together")
+        if (self.username is None) != (self.password is None):
+            raise ValueError(f"{self._where()}username and password go together")
+        return self
+
+    def security(self) -> dict[str, Any]:
+        """These settings as keyword arguments for another GnmiSecurity."""
+        return {name: getattr(self, name) for name in GnmiSecurity.model_fields}
+
+
+class GnmiEndpoint(GnmiSecurity):
+    """One device reached over gNMI: where, as which target, what and how often."""
+
+    device: str = Field(min_length=1, description="Device id: frames' device, entity prefix")
+    address: str = Field(description="host:port of the gNMI server")
+    target: str | None = Field(default=None, description="prefix.target sent (default: device)")
+    paths: tuple[str, ...] = Field(default=DEFAULT_PATHS, min_length=1,
+                                   description="Subscribed paths (default: the catalogue's "
+                                   "interface, QoS and transceiver state containers)")
+    sample_interval_s: float = Field(default=10.0, gt=0, le=3600)
 
     @field_validator("address")
     @classmethod
@@ -55,13 +76,8 @@ class GnmiEndpoint(BaseModel):
                 raise ValueError(str(exc)) from None
         return value
 
-    @model_validator(mode="after")
-    def _pairs(self) -> GnmiEndpoint:
-        if (self.cert_file is None) != (self.key_file is None):
-            raise ValueError(f"device {self.device!r}: cert_file and key_file go together")
-        if (self.username is None) != (self.password is None):
-            raise ValueError(f"device {self.device!r}: username and password go together")
-        return self
+    def _where(self) -> str:
+        return f"device {self.device!r}: "
 
     @property
     def target_name(self) -> str:

@@ -9,6 +9,7 @@ records, one per sink switch, keyed by the sink's node id.
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
@@ -101,6 +102,37 @@ def consume_until(stop: threading.Event, bus: Bus, topics: Sequence[str], group:
             stop.wait(backoff)
             backoff = min(backoff * 2, 10.0)
     _close_quietly(consumer)
+
+
+class GroupConsumer:
+    """``consume_until`` on a daemon thread named ``name``, between ``start`` and ``stop``.
+
+    Bus errors are logged by ``log`` with the wait before the retry.
+    """
+
+    def __init__(self, bus: Bus, topics: Sequence[str], group: str,
+                 handle: Callable[[list[Message]], object], *, name: str,
+                 log: logging.Logger) -> None:
+        self.bus, self.topics, self.group, self.handle = bus, list(topics), group, handle
+        self.name, self.log = name, log
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=timeout_s)
+            self._thread = None
+
+    def _run(self) -> None:
+        consume_until(self._stop, self.bus, self.topics, self.group, self.handle,
+                      on_bus_error=lambda e, w: self.log.warning(
+                          "%s: bus error (%s); retry in %.1f s", self.name, e, w))
 
 
 def _close_quietly(consumer: Consumer | None) -> None:

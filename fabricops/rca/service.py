@@ -11,7 +11,6 @@ diagnoses of a batch are stored.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Mapping, Sequence
 
@@ -19,7 +18,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Message, Topic, topic_name
-from fabricops.core.busio import consume_until, frames_from_messages
+from fabricops.core.busio import GroupConsumer, frames_from_messages
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
@@ -63,25 +62,15 @@ class RcaService:
         self._out = topic_name(Topic.DIAGNOSES, config.prefix)
         self._last_step_ns = -1
         self._published: dict[str, tuple[str, str, int]] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
+                                       name="rca", log=log)
         self.diagnoses: list[Diagnosis] = []
 
     def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="rca", daemon=True)
-        self._thread.start()
+        self._consumer.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self) -> None:
-        consume_until(self._stop, self.bus, self._topics, self.config.group, self.process,
-                      on_bus_error=lambda e, w: log.warning("rca: bus error (%s); retry in "
-                                                            "%.1f s", e, w))
+        self._consumer.stop()
 
     def process(self, messages: list[Message]) -> list[Diagnosis]:
         """Fold a batch in, analyse if a step is due; return what was published."""

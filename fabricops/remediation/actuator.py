@@ -36,6 +36,11 @@ class Actuator(Protocol):
         ...
 
 
+def scalar_facts(answer: Mapping[str, object]) -> dict[str, Param]:
+    """The members of ``answer`` that can be step facts (strings, numbers, booleans)."""
+    return {k: v for k, v in answer.items() if isinstance(v, str | int | float | bool)}
+
+
 def inverse(step: Step, facts: Mapping[str, Param]) -> tuple[Step, ...]:
     """The steps that undo ``step``, given the facts its actuator returned."""
     p = {**step.params, **facts}

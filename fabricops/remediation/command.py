@@ -32,7 +32,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fabricops.core.actions import Action, Param, Step, StepOp
-from fabricops.remediation.actuator import ActuatorError
+from fabricops.remediation.actuator import ActuatorError, scalar_facts
 
 ACTION_FIELDS: Final = frozenset({"target", "action_id", "diagnosis_id", "kind", "fault_type",
                                   "reason"})
@@ -189,4 +189,4 @@ def _facts(stdout: str) -> dict[str, Param]:
         return {}
     if not isinstance(decoded, dict):
         return {}
-    return {k: v for k, v in decoded.items() if isinstance(v, str | int | float | bool)}
+    return scalar_facts(decoded)

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import grpc
 from prometheus_client import CollectorRegistry, Counter
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import Field, ValidationError
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
-from fabricops.collectors.gnmi_config import GnmiEndpoint, call_metadata, open_channel
+from fabricops.collectors.gnmi_config import (
+    GnmiEndpoint,
+    GnmiSecurity,
+    call_metadata,
+    open_channel,
+)
 from fabricops.core.actions import Action, Param, Step, StepOp
 from fabricops.core.entities import EntityError, split_port
 from fabricops.remediation.actuator import ActuatorError
@@ -33,28 +37,10 @@ from fabricops.remediation.actuator import ActuatorError
 _MAX_MESSAGE_BYTES = 4 << 20
 
 
-class GnmiSetConfig(BaseModel):
+class GnmiSetConfig(GnmiSecurity):
     """How the actuator reaches the devices: time allowed per Set, TLS, credentials."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     timeout_s: float = Field(default=10.0, gt=0, description="Longest wait for a Set's answer")
-    insecure: bool = Field(default=True, description="Plain-text gRPC (no TLS)")
-    ca_file: Path | None = Field(default=None, description="PEM roots to verify the server")
-    cert_file: Path | None = Field(default=None, description="PEM client certificate (mTLS)")
-    key_file: Path | None = Field(default=None, description="PEM client key (mTLS)")
-    tls_server_name: str | None = Field(default=None,
-                                        description="Name expected in the server certificate")
-    username: str | None = None
-    password: SecretStr | None = None
-
-    @model_validator(mode="after")
-    def _pairs(self) -> GnmiSetConfig:
-        if (self.cert_file is None) != (self.key_file is None):
-            raise ValueError("cert_file and key_file go together")
-        if (self.username is None) != (self.password is None):
-            raise ValueError("username and password go together")
-        return self
 
 
 class _Metrics:
@@ -83,10 +69,7 @@ class GnmiSetActuator:
     def _endpoint(self, device: str, address: str) -> GnmiEndpoint:
         cfg = self.config
         try:
-            return GnmiEndpoint(device=device, address=address, insecure=cfg.insecure,
-                                ca_file=cfg.ca_file, cert_file=cfg.cert_file,
-                                key_file=cfg.key_file, tls_server_name=cfg.tls_server_name,
-                                username=cfg.username, password=cfg.password)
+            return GnmiEndpoint(device=device, address=address, **cfg.security())
         except ValidationError as exc:
             problems = "; ".join(e["msg"] for e in exc.errors())
             raise ValueError(f"gNMI address of device {device!r}: {problems}") from None

@@ -13,14 +13,13 @@ the store at every step.
 from __future__ import annotations
 
 import logging
-import threading
 
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricops.core.actions import Action, ActionState
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
-from fabricops.core.busio import consume_until, frames_from_messages
+from fabricops.core.busio import GroupConsumer, frames_from_messages
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Diagnosis
 from fabricops.remediation.engine import RemediationEngine
@@ -54,8 +53,8 @@ class RemediationService:
                         for t in (Topic.TELEMETRY, Topic.INT, Topic.DIAGNOSES)]
         self._out = topic_name(Topic.ACTIONS, config.prefix)
         self._last_step_ns = -1
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
+                                       name="remediation", log=log)
         self.rejected = 0
 
     def start(self) -> None:
@@ -65,20 +64,10 @@ class RemediationService:
                                     ActionState.APPROVED, ActionState.PROPOSED)
                     for a in self.store.actions(state=state, limit=1000)]
             self.engine.resume(live)
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name="remediation", daemon=True)
-        self._thread.start()
+        self._consumer.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-            self._thread = None
-
-    def _run(self) -> None:
-        consume_until(self._stop, self.bus, self._topics, self.config.group, self.process,
-                      on_bus_error=lambda e, w: log.warning("remediation: bus error (%s); "
-                                                            "retry in %.1f s", e, w))
+        self._consumer.stop()
 
     def process(self, messages: list[Message]) -> None:
         """Fold a batch in; step the engine when ``step_s`` of telemetry time has passed."""

@@ -49,6 +49,9 @@ class LoadTwin:
         self.node = [topology.port_by_id[p][0] for p in self.ports]
         self.peer = np.array([self.index.get(topology.peer_of.get(p, ""), -1)
                               for p in self.ports], np.int64)
+        self.node_ports: dict[str, list[int]] = {}
+        for i, node in enumerate(self.node):
+            self.node_ports.setdefault(node.id, []).append(i)
 
     def predict(self, action: Action, util_tx: F64) -> Prediction | None:
         """Apply ``action`` to a copy of the loads; None if it moves no fabric traffic."""
@@ -87,9 +90,8 @@ class LoadTwin:
         if peer < 0:
             return []
         role = self.node[peer].role
-        node = self.node[i].id
-        return [j for j, n in enumerate(self.node)
-                if n.id == node and j != i and j not in out and self.peer[j] >= 0
+        return [j for j in self.node_ports[self.node[i].id]
+                if j != i and j not in out and self.peer[j] >= 0
                 and self.node[int(self.peer[j])].role is role]
 
     def spares(self, placement: Mapping[str, Collection[str]],

@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from fabricops.core.actions import Action, Param, Step, StepOp
-from fabricops.remediation.actuator import ActuatorError
+from fabricops.remediation.actuator import ActuatorError, scalar_facts
 
 log = logging.getLogger(__name__)
 
@@ -190,11 +190,6 @@ def _json_object(body: bytes) -> dict[str, object]:
     except (ValueError, UnicodeDecodeError):
         return {}
     return decoded if isinstance(decoded, dict) else {}
-
-
-def scalar_facts(answer: Mapping[str, object]) -> dict[str, Param]:
-    """The members of ``answer`` that can be step facts (strings, numbers, booleans)."""
-    return {k: v for k, v in answer.items() if isinstance(v, str | int | float | bool)}
 
 
 class WebhookActuator:
