@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -23,7 +22,8 @@ from rich.table import Table
 
 from fabricops.cli.common import fail, stdout_console, user_errors
 from fabricops.cli.query import DEFAULT_DB, AsJson, Db, opened
-from fabricops.core.actions import TRANSITIONS, Action, ActionState, Step
+from fabricops.core.actions import Action, ActionState, Step
+from fabricops.remediation.decisions import DecisionError, UnknownActionError, Verb, decide
 from fabricops.store.store import ActionConflict, Store, StoreError
 
 app = typer.Typer(
@@ -37,7 +37,6 @@ app = typer.Typer(
 
 #: Exit code for a decision the action's state does not allow (bad input exits 2).
 EXIT_REFUSED = 1
-ROLLBACK = "rollback"
 
 ActionId = Annotated[str, typer.Argument(
     help="The action's id, as fabricops actions list shows it", show_default=False)]
@@ -45,11 +44,6 @@ By = Annotated[str | None, typer.Option(
     "--by", help="Your name, recorded as operator:NAME (default: $USER, else operator)",
     show_default=False)]
 Note = Annotated[str, typer.Option("--note", help="Why, in words; kept in the audit trail")]
-
-
-def reachable_from(state: ActionState) -> frozenset[ActionState]:
-    """The states from which an action may move to ``state``."""
-    return frozenset(s for s, moves in TRANSITIONS.items() if state in moves)
 
 
 @app.command("list")
@@ -98,8 +92,7 @@ def approve(action_id: ActionId, by: By = None, note: Note = "", db: Db = DEFAUL
     The audit trail records operator:NAME, the time and your note.
     Example: [bold]fabricops actions approve drain-3f2a9c --note "change CHG-1234"[/bold]
     """
-    action = _decide(db, action_id, verb="approve", needs=reachable_from(ActionState.APPROVED),
-                     to=ActionState.APPROVED, by=by, note=note)
+    action = _decide(db, action_id, Verb.APPROVE, by, note)
     console = stdout_console()
     console.print(f"action {escape(action.id)} approved by {escape(action.audit[-1].actor)}: "
                   f"the remediation service applies it at its next poll "
@@ -113,8 +106,7 @@ def reject(action_id: ActionId, by: By = None, note: Note = "", db: Db = DEFAULT
 
     Example: [bold]fabricops actions reject drain-3f2a9c --note "job checkpoints at 14:00"[/bold]
     """
-    action = _decide(db, action_id, verb="reject", needs=reachable_from(ActionState.REJECTED),
-                     to=ActionState.REJECTED, by=by, note=note)
+    action = _decide(db, action_id, Verb.REJECT, by, note)
     stdout_console().print(f"action {escape(action.id)} rejected by "
                            f"{escape(action.audit[-1].actor)}: nothing will be applied")
 
@@ -127,10 +119,7 @@ def rollback(action_id: ActionId, by: By = None, note: Note = "", db: Db = DEFAU
     the service runs the undo steps in order and marks it rolled_back (or failed).
     Example: [bold]fabricops actions rollback drain-3f2a9c --note "link replaced"[/bold]
     """
-    said = f"rollback requested: {note}" if note else "rollback requested"
-    action = _decide(db, action_id, verb="rollback",
-                     needs=reachable_from(ActionState.ROLLED_BACK), to=None, by=by, note=said,
-                     request=ROLLBACK)
+    action = _decide(db, action_id, Verb.ROLLBACK, by, note)
     console = stdout_console()
     console.print(f"rollback of action {escape(action.id)} requested by "
                   f"{escape(action.audit[-1].actor)}: the remediation service undoes "
@@ -193,27 +182,17 @@ def audit_table(a: Action) -> Table:
     return table
 
 
-def _decide(db: str, action_id: str, *, verb: str, needs: frozenset[ActionState],
-            to: ActionState | None, by: str | None, note: str,
-            request: str | None = None) -> Action:
-    """Record an operator's decision on an action that is in one of the states ``needs``:
-    move it to ``to`` (None: keep its state), set ``request`` if given. Returns it as
-    stored."""
+def _decide(db: str, action_id: str, verb: Verb, by: str | None, note: str) -> Action:
+    """Record an operator's decision on an action; return it as stored."""
     actor = f"operator:{by or os.environ.get('USER') or 'operator'}"
     with opened(db) as store, _store_errors():
-        current = _stored(store, action_id)
-        if current.state not in needs:
-            can = " or ".join(sorted(s.value for s in needs))
-            raise refuse(f"action {action_id} is {current.state.value}: {verb} needs an "
-                         f"action that is {can}")
-        if request is not None and current.request == request:
-            raise refuse(f"action {action_id} is {current.state.value} and a {request} is "
-                         f"already requested; the remediation service acts on it at its "
-                         f"next poll")
-        changes = {} if request is None else {"request": request}
-        moved = current.moved(current.state if to is None else to, ts_ns=time.time_ns(),
-                              actor=actor, note=note, **changes)
-        return store.put_action(moved, prior=current)
+        try:
+            return decide(store, action_id, verb, actor=actor, note=note)
+        except UnknownActionError:
+            raise fail(f"no action has id {action_id!r} in {store.url} (fabricops actions "
+                       f"list shows the latest)") from None
+        except DecisionError as exc:
+            raise refuse(str(exc)) from None
 
 
 def refuse(message: str) -> typer.Exit:

@@ -6,6 +6,7 @@ import typer
 
 from fabricops import __version__
 from fabricops.cli import actions, probes, query, rca, sim
+from fabricops.cli.diagnose import diagnose
 from fabricops.cli.tail import tail
 from fabricops.cli.up import collect, up
 
@@ -17,6 +18,7 @@ app = typer.Typer(
 app.command()(up)
 app.command()(collect)
 app.command()(tail)
+app.command()(diagnose)
 app.add_typer(sim.app, name="sim")
 app.add_typer(probes.app, name="probes")
 app.add_typer(query.app, name="query")

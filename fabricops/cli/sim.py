@@ -17,7 +17,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from fabricops.cli import render, sim_topology
+from fabricops.cli import render, sim_inject, sim_topology
 from fabricops.cli.common import (
     stderr_console,
     stderr_is_terminal,
@@ -37,6 +37,7 @@ app = typer.Typer(
          "faults, and inspect the run files they write.",
 )
 app.add_typer(sim_topology.app, name="topology")
+app.command("inject")(sim_inject.inject)
 
 DEFAULT_PRESET = "demo"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from prometheus_client import CollectorRegistry
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -16,6 +17,8 @@ from rich.text import Text
 from fabricops.cli.common import fail, stderr_console, stderr_is_terminal, user_errors
 from fabricops.cli.sim import choose_scenario
 from fabricops.cli.up_analysis import ACTUATORS, start_analysis
+from fabricops.cli.up_api import api_token as make_token
+from fabricops.cli.up_api import start_api
 from fabricops.collectors.collection import PROTOCOLS, Collection, CollectionStatus
 from fabricops.core.actions import ActionMode
 from fabricops.core.bus import Bus
@@ -110,6 +113,14 @@ def up(
         envvar="FABRICOPS_WEBHOOK_URL", help="POST every action change here (JSON)")] = "",
     webhook_secret: Annotated[str, typer.Option(
         envvar="FABRICOPS_WEBHOOK_SECRET", help="HMAC-SHA256 key for the webhook")] = "",
+    api_host: Annotated[str, typer.Option(help="Address the REST API listens on")]
+    = "127.0.0.1",
+    api_port: Annotated[int, typer.Option(min=0, max=65535, help=(
+        "Port of the REST API and /metrics (0: any free port)"))] = 8080,
+    api_token: Annotated[str, typer.Option(
+        envvar="FABRICOPS_API_TOKEN", show_default=False,
+        help="Bearer token for the API's mutating calls (default: a new one, written to "
+             "fabricops-data/api.token)")] = "",
 ) -> None:
     """Run the stack on the embedded default: a simulated fabric, collectors, pipeline,
     root-cause analysis and remediation.
@@ -123,6 +134,8 @@ def up(
     fast. The RCA publishes diagnoses; remediation proposes an action for each
     (list them with `fabricops actions list`) and, per --remediation, waits for
     approval or applies it, verifies it and rolls it back if it did not help.
+    The REST API (and Prometheus /metrics) listens on 127.0.0.1:8080: ask it
+    with `fabricops diagnose`, break the fabric with `fabricops sim inject`.
     A status line shows targets up and what moved. Ctrl-C stops it.
 
         fabricops up --duration 30
@@ -139,17 +152,24 @@ def up(
             host_telemetry=True))
         _sqlite_dir(db)
         bus = _bus(bus_kind, bootstrap)
+        registry = CollectorRegistry()
         pipeline = PipelineService(PipelineServiceConfig.model_validate(
-            {"store": {"url": db}}), bus, sim.fabric.topology)
+            {"store": {"url": db}}), bus, sim.fabric.topology, registry)
         pipeline.start()
         fabric.start()
         analysis = start_analysis(bus, fabric, db, mode=remediation, actuator=actuator,
-                                  webhook=webhook, webhook_secret=webhook_secret)
-        collection = Collection(fabric.inventory(), bus)
+                                  webhook=webhook, webhook_secret=webhook_secret,
+                                  registry=registry)
+        collection = Collection(fabric.inventory(), bus, registry=registry)
         collection.start()
+        api = start_api(analysis.store, fabric, registry, host=api_host, port=api_port,
+                        token=make_token(api_token))
+        console.print(f"API on {api.url} (docs {api.url}/docs, metrics {api.url}/metrics); "
+                      f"try: fabricops diagnose --api {api.url}")
         try:
             final = _watch(collection, fabric, duration, console, pipeline)
         finally:
+            api.stop()
             collection.stop()
             fabric.stop()
             bus.flush(10.0)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from prometheus_client import CollectorRegistry
+
 from fabricops.core.actions import ActionMode, StepOp
 from fabricops.core.bus import Bus
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
@@ -43,7 +45,8 @@ class Analysis:
 
 def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMode,
                    actuator: str = "simulator", webhook: str = "",
-                   webhook_secret: str = "") -> Analysis:
+                   webhook_secret: str = "",
+                   registry: CollectorRegistry | None = None) -> Analysis:
     """Start RCA and remediation on ``bus`` for the simulated ``fabric``."""
     if actuator not in ACTUATORS:
         raise ValueError(f"--actuator must be one of {', '.join(ACTUATORS)}, not {actuator!r}")
@@ -54,7 +57,7 @@ def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMo
     store = Store(StoreConfig(url=db))
     store.start()
     rca = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store,
-                     placement)
+                     placement, registry=registry)
     config = RemediationConfig.model_validate({"safety": {"mode": mode.value}})
     engine = RemediationEngine(config, topo, _actuators(fabric, actuator), FabricWatch(topo),
                                placement)
@@ -62,7 +65,8 @@ def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMo
     if webhook:
         notifier = WebhookNotifier(WebhookClient(WebhookConfig.model_validate(
             {"url": webhook, "secret": webhook_secret})))
-    remediation = RemediationService(RemediationServiceConfig(), bus, engine, store, notifier)
+    remediation = RemediationService(RemediationServiceConfig(), bus, engine, store, notifier,
+                                     registry=registry)
     rca.start()
     remediation.start()
     return Analysis(store, rca, remediation)

@@ -1,0 +1,1 @@
+"""The REST API, Prometheus metrics and outgoing alerts of a running fabricops."""

@@ -1,0 +1,96 @@
+"""Diagnoses, the one-click diagnosis, and the actions with an operator's say on them."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, status
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.api.auth import Authorized, Ctx
+from fabricops.api.diagnose import DiagnoseReport, build_report
+from fabricops.api.routes_fabric import EndNs, Limit, SinceS, StartNs, window
+from fabricops.core.actions import Action, ActionState
+from fabricops.core.records import Diagnosis
+from fabricops.remediation.decisions import DecisionError, UnknownActionError, Verb, decide
+from fabricops.store.store import ActionConflict
+
+router = APIRouter(tags=["incidents"])
+
+
+class Decision(BaseModel):
+    """Who decides and why; kept in the action's audit trail."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    by: str = Field(default="api", min_length=1, max_length=64,
+                    description="Your name, recorded as operator:NAME")
+    note: str = Field(default="", max_length=1000, description="Why, in words")
+
+
+@router.get("/diagnoses", summary="Diagnosis revisions in a time range, oldest first")
+def diagnoses(ctx: Ctx, start_ns: StartNs = None, end_ns: EndNs = None,
+              since_s: SinceS = 3600.0,
+              root: Annotated[str | None, Query(max_length=255)] = None,
+              limit: Limit = 1000) -> list[Diagnosis]:
+    t0, t1 = window(start_ns, end_ns, since_s)
+    return ctx.store.diagnoses(t0_ns=t0, t1_ns=t1, root=root, limit=limit)
+
+
+@router.get("/diagnose", summary="What is wrong now, where, since when, how sure, what "
+                                  "fabricops did about it")
+def diagnose(ctx: Ctx) -> DiagnoseReport:
+    latest = ctx.store.latest_diagnoses(limit=50)
+    actions: list[Action] = []
+    for d in latest:
+        actions.extend(ctx.store.actions(diagnosis_id=d.id, limit=20))
+    return build_report(latest, actions, ctx.topology, now_ns=_now_ns(latest),
+                        active_s=ctx.config.active_s)
+
+
+def _now_ns(latest: list[Diagnosis]) -> int:
+    """Wall clock, or the newest diagnosis if the fabric's clock runs ahead (a fast twin)."""
+    return max([time.time_ns(), *(d.ts_ns for d in latest)])
+
+
+@router.get("/actions", summary="The actions changed last, newest first")
+def actions(ctx: Ctx, state: ActionState | None = None,
+            diagnosis_id: Annotated[str | None, Query(max_length=64)] = None,
+            limit: Limit = 50) -> list[Action]:
+    return ctx.store.actions(state=state, diagnosis_id=diagnosis_id, limit=limit)
+
+
+@router.get("/actions/{action_id}", summary="One action with its steps and audit trail")
+def action(ctx: Ctx, action_id: str) -> Action:
+    found = ctx.store.action(action_id)
+    if found is None:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no action has id {action_id!r}")
+    return found
+
+
+def _decide(ctx: Ctx, action_id: str, verb: Verb, body: Decision) -> Action:
+    try:
+        return decide(ctx.store, action_id, verb, actor=f"operator:{body.by}", note=body.note)
+    except UnknownActionError as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
+    except (DecisionError, ActionConflict) as exc:
+        raise HTTPException(status.HTTP_409_CONFLICT, str(exc)) from None
+
+
+@router.post("/actions/{action_id}/approve", dependencies=[Authorized],
+             summary="Approve a proposed action; remediation applies it at its next poll")
+def approve(ctx: Ctx, action_id: str, body: Decision | None = None) -> Action:
+    return _decide(ctx, action_id, Verb.APPROVE, body or Decision())
+
+
+@router.post("/actions/{action_id}/reject", dependencies=[Authorized],
+             summary="Reject a proposed or approved action; nothing is applied")
+def reject(ctx: Ctx, action_id: str, body: Decision | None = None) -> Action:
+    return _decide(ctx, action_id, Verb.REJECT, body or Decision())
+
+
+@router.post("/actions/{action_id}/rollback", dependencies=[Authorized],
+             summary="Ask remediation to undo an applied or verified action")
+def rollback(ctx: Ctx, action_id: str, body: Decision | None = None) -> Action:
+    return _decide(ctx, action_id, Verb.ROLLBACK, body or Decision())
