@@ -131,6 +131,8 @@ class Collection:
         if self.gnmi is not None:
             states_g = list(self.gnmi.status().values())
             up["gnmi"] = (sum(1 for s in states_g if s.up), len(states_g))
+        if self.int_receiver is not None:
+            up["int"] = (int(self.int_receiver.port > 0), 1)
         return CollectionStatus(
             targets_up=up, frames=dict(self.frame_sink.frames),
             samples=dict(self.frame_sink.samples), int_reports=self.int_sink.reports,

@@ -21,8 +21,9 @@ class SnmpMetrics:
         self.duration = Histogram(f"{p}poll_duration_seconds", "Walk duration", registry=r)
         self.lag = Histogram(f"{p}publish_lag_seconds", "Collection to publish",
                              buckets=(.001, .005, .01, .05, .1, .5, 1, 5), registry=r)
-        self.wraps = Counter(f"{p}counter_wraps", "Counter32 wraps carried", registry=r)
-        self.resets = Counter(f"{p}counter_resets", "Counters that went back", registry=r)
+        self.wraps = Counter(f"{p}wraps", "Counter32 wraps carried", registry=r)
+        self.resets = Counter(f"{p}device_resets", "Counters that went back (a device restart)",
+                              registry=r)
 
 
 __all__ = ["SnmpMetrics"]

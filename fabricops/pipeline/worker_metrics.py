@@ -29,7 +29,7 @@ class WorkerMetrics:
         self.rejected = Counter("fabricops_pipeline_rejected",
                                 "Frames or samples set aside, by reason", ["reason"],
                                 registry=registry)
-        self.resets = Counter("fabricops_pipeline_counter_resets",
+        self.resets = Counter("fabricops_pipeline_device_resets",
                               "Device counter resets seen", registry=registry)
         self.bus_errors = Counter("fabricops_pipeline_bus_errors",
                                   "Polls or commits that failed on the bus", registry=registry)

@@ -2,7 +2,8 @@
 
 ``WebhookClient.post`` sends one event as a JSON POST with the headers
 ``X-Fabricops-Event: EVENT``, ``X-Fabricops-Delivery: ID`` (the same on every
-retry, so a receiver can drop duplicates) and, when a secret is set,
+retry, so a receiver can drop duplicates; a caller that retries later itself
+passes the same ``delivery_id`` again) and, when a secret is set,
 ``X-Fabricops-Signature: sha256=HEX`` (HMAC-SHA256 of the exact body bytes).
 Connection errors, timeouts, 5xx and 429 are retried with exponential backoff
 (a numeric ``Retry-After`` is followed, up to ``max_backoff_s``); any other
@@ -66,7 +67,18 @@ class WebhookConfig(BaseModel):
 
 
 class WebhookError(RuntimeError):
-    """An event that was not delivered; the message names the URL, the attempts, the cause."""
+    """An event that was not delivered; the message names the URL, the attempts, the cause.
+
+    ``retryable`` is False when the receiver refused it (an answer that retrying will
+    not change: 4xx other than 429, 3xx); ``retry_after_s`` is the receiver's numeric
+    Retry-After of the last attempt, if it sent one.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True,
+                 retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
 
 
 class _Metrics:
@@ -107,31 +119,41 @@ class WebhookClient:
         self._sleep = sleep
         self._opener = urllib.request.build_opener(_NoRedirect)
 
-    def post(self, event: str, payload: Mapping[str, object]) -> dict[str, object]:
-        """Deliver ``event``; the receiver's JSON object. WebhookError when not delivered."""
+    def post(self, event: str, payload: Mapping[str, object], *,
+             delivery_id: str | None = None, attempts: int | None = None,
+             ) -> dict[str, object]:
+        """Deliver ``event``; the receiver's JSON object. WebhookError when not delivered.
+
+        ``delivery_id`` is the ``X-Fabricops-Delivery`` header (a fresh random id if
+        None); ``attempts`` overrides the configured number of tries (1: no retry here,
+        the caller schedules the next try)."""
         cfg = self.config
+        tries = cfg.attempts if attempts is None else attempts
+        if tries < 1:
+            raise ValueError(f"webhook {cfg.url}: attempts must be at least 1, not {tries}")
         body = json.dumps(payload, separators=(",", ":")).encode()
-        headers = self._headers(event, body)
-        cause = ""
-        for attempt in range(1, cfg.attempts + 1):
+        headers = self._headers(event, body, delivery_id or uuid.uuid4().hex)
+        cause, retry_after_s = "", None
+        for attempt in range(1, tries + 1):
             try:
                 return self._attempt(event, body, headers)
             except _RetryableError as exc:
-                cause = str(exc)
-                if attempt < cfg.attempts:
+                cause, retry_after_s = str(exc), exc.retry_after_s
+                if attempt < tries:
                     self._sleep(self._delay_s(attempt, exc.retry_after_s))
             except _RefusedError as exc:
                 self._metrics.failures.labels(event).inc()
                 raise WebhookError(f"webhook {cfg.url}: {exc} (attempt {attempt} of "
-                                   f"{cfg.attempts}; not retried)") from None
+                                   f"{tries}; not retried)", retryable=False) from None
         self._metrics.failures.labels(event).inc()
-        raise WebhookError(f"webhook {cfg.url}: gave up after {cfg.attempts} attempts; "
-                           f"last: {cause}")
+        raise WebhookError(f"webhook {cfg.url}: gave up after {tries} attempt"
+                           f"{'' if tries == 1 else 's'}; last: {cause}",
+                           retry_after_s=retry_after_s)
 
-    def _headers(self, event: str, body: bytes) -> dict[str, str]:
+    def _headers(self, event: str, body: bytes, delivery_id: str) -> dict[str, str]:
         headers = {"Content-Type": "application/json", "Accept": "application/json",
                    "User-Agent": "fabricops-webhook", "X-Fabricops-Event": event,
-                   "X-Fabricops-Delivery": uuid.uuid4().hex}
+                   "X-Fabricops-Delivery": delivery_id}
         secret = self.config.secret.get_secret_value()
         if secret:
             digest = hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()

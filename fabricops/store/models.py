@@ -229,3 +229,39 @@ STREAM_STATES: Final[Table] = Base.metadata.tables["stream_states"]
 DIAGNOSES: Final[Table] = Base.metadata.tables["diagnoses"]
 ACTIONS: Final[Table] = Base.metadata.tables["actions"]
 ACTION_LOG: Final[Table] = Base.metadata.tables["action_log"]
+
+
+class WebhookOutboxRow(Base):
+    """One alert waiting for (or done with) delivery to one webhook receiver.
+
+    ``event_key`` names the record it renders (a diagnosis revision, an action
+    version), so a record enqueued again for the same ``receiver`` is stored
+    once. ``body`` is the JSON document posted, rendered when enqueued.
+    ``state`` is ``pending`` until the receiver accepts it (``delivered``) or
+    it is given up (``dead``, the cause in ``last_error``). A pending row is
+    due at ``next_attempt_ns``, which a sender's claim also pushes forward
+    while it delivers. ``attempts`` counts the POSTs tried; ``done_ns`` is when
+    the row was delivered or given up.
+    """
+
+    __tablename__ = "webhook_outbox"
+    __table_args__ = (
+        UniqueConstraint("receiver", "event_key"),
+        Index(None, "receiver", "state", "id"),
+        Index(None, "state", "done_ns"),
+    )
+
+    id: Mapped[int] = mapped_column(RowId, primary_key=True)
+    receiver: Mapped[str] = mapped_column(String(64))
+    event_key: Mapped[str] = mapped_column(String(255))
+    event: Mapped[str] = mapped_column(String(64))
+    body: Mapped[str] = mapped_column(Text)
+    created_ns: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer)
+    next_attempt_ns: Mapped[int] = mapped_column(BigInteger)
+    last_error: Mapped[str] = mapped_column(Text)
+    done_ns: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+WEBHOOK_OUTBOX: Final[Table] = Base.metadata.tables["webhook_outbox"]

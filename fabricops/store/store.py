@@ -27,6 +27,7 @@ from fabricops.core.frame import Frame, FrameDecodeError
 from fabricops.core.records import Diagnosis, Event, EventKind
 from fabricops.store import actions as action_tables
 from fabricops.store import bulk, queries
+from fabricops.store import outbox as outbox_tables
 from fabricops.store.bulk import UnsupportedDialectError, insert_rows
 from fabricops.store.database import (
     DatabaseUrlError,
@@ -48,7 +49,9 @@ from fabricops.store.models import (
     SegmentRow,
     SeriesRow,
     StagedFrameRow,
+    WebhookOutboxRow,
 )
+from fabricops.store.outbox import OutboxEntry, OutboxRow, OutboxState
 from fabricops.store.records import IntPathRecord, SegmentRecord, SeriesRecord, merge_int_paths
 from fabricops.store.schema import SchemaVersionError, prepare
 
@@ -110,6 +113,11 @@ class Store:
         self.metrics = StoreMetrics(self.registry)
         self.url = display_url(config.url)
         self._engine: Engine | None = None
+
+    @property
+    def engine(self) -> Engine | None:
+        """The SQLAlchemy engine while started (for read-only statistics), else None."""
+        return self._engine
 
     def start(self) -> None:
         """Connect, then migrate to head (or check the schema is at head)."""
@@ -320,6 +328,67 @@ class Store:
         """What the remediation service must act on: approved actions and actions with a
         request (a rollback), oldest change first."""
         return self._read_actions("pending_actions", queries.pending_actions)
+
+    def enqueue_alerts(self, entries: Sequence[OutboxEntry], *, now_ns: int) -> int:
+        """Add alerts to the webhook outbox, due at ``now_ns``; an entry whose (receiver,
+        event_key) is stored already is skipped. Returns how many were new."""
+        changed = self._transaction("enqueue_alerts", partial(
+            outbox_tables.enqueue, entries=entries, now_ns=now_ns))
+        self.metrics.written(WebhookOutboxRow.__tablename__, len(entries), changed)
+        return changed
+
+    def due_alerts(self, receiver: str, *, now_ns: int, lease_s: float,
+                   limit: int = 20) -> list[OutboxRow]:
+        """Claim up to ``limit`` of ``receiver``'s oldest pending alerts if due at
+        ``now_ns``, oldest first, for ``lease_s`` (see :mod:`fabricops.store.outbox`);
+        [] if the oldest is not due or another sender claimed them first."""
+        try:
+            return self._transaction("due_alerts", partial(
+                outbox_tables.claim, receiver=receiver, now_ns=now_ns,
+                lease_ns=round(lease_s * 1e9), limit=limit))
+        except outbox_tables.ClaimLostError:
+            return []
+
+    def mark_alert_delivered(self, row_id: int, *, now_ns: int) -> bool:
+        """The receiver accepted alert ``row_id``; False if it was not pending."""
+        return self._transaction("mark_alert_delivered", partial(
+            outbox_tables.mark_delivered, row_id=row_id, now_ns=now_ns))
+
+    def retry_alert(self, row_id: int, *, next_attempt_ns: int, error: str) -> bool:
+        """An attempt at alert ``row_id`` failed with ``error``: count it, keep the cause,
+        try again at ``next_attempt_ns``. False if it was not pending."""
+        return self._transaction("retry_alert", partial(
+            outbox_tables.reschedule, row_id=row_id, next_attempt_ns=next_attempt_ns,
+            error=error))
+
+    def mark_alert_dead(self, row_id: int, *, now_ns: int, error: str) -> bool:
+        """An attempt at alert ``row_id`` failed with ``error`` and it is given up (kept,
+        with the cause). False if it was not pending."""
+        return self._transaction("mark_alert_dead", partial(
+            outbox_tables.mark_dead, row_id=row_id, now_ns=now_ns, error=error))
+
+    def release_alerts(self, row_ids: Sequence[int], *, now_ns: int) -> int:
+        """Claimed alerts that were not tried are due again at ``now_ns``."""
+        return self._transaction("release_alerts", partial(
+            outbox_tables.release, row_ids=row_ids, now_ns=now_ns))
+
+    def pending_alerts(self) -> dict[str, int]:
+        """Receiver -> alerts pending in the outbox (receivers with none are absent)."""
+        return self._read("pending_alerts", outbox_tables.pending_counts)
+
+    def alerts(self, *, receiver: str | None = None, state: OutboxState | None = None,
+               limit: int = 1000) -> list[OutboxRow]:
+        """The first ``limit`` outbox rows (of ``receiver`` / in ``state`` if given), oldest
+        first."""
+        return self._read("alerts", partial(outbox_tables.rows, receiver=receiver,
+                                            state=state, limit=limit))
+
+    def prune_alerts(self, *, before_ns: int) -> int:
+        """Delete alerts delivered before ``before_ns`` (pending and dead ones stay)."""
+        deleted = self._transaction("prune_alerts", partial(
+            outbox_tables.prune, before_ns=before_ns))
+        self.metrics.rows_deleted.labels(WebhookOutboxRow.__tablename__).inc(deleted)
+        return deleted
 
     def prune(self, *, now_ns: int) -> int:
         """Delete telemetry older than ``retention_s`` before ``now_ns``: segments and

@@ -18,8 +18,9 @@ from fabricops.store.models import Base
 from fabricops.store.schema import alembic_config, downgrade, head_revisions, upgrade
 
 STORE_TABLES = {"series", "segments", "events", "int_paths", "staged_frames", "stream_states",
-                "diagnoses", "actions", "action_log"}
-TABLES_AT_0001 = STORE_TABLES - {"stream_states", "diagnoses", "actions", "action_log"}
+                "diagnoses", "actions", "action_log", "webhook_outbox"}
+TABLES_AT_0001 = STORE_TABLES - {"stream_states", "diagnoses", "actions", "action_log",
+                                 "webhook_outbox"}
 
 
 @pytest.fixture

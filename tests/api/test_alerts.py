@@ -1,0 +1,476 @@
+"""Alert webhooks: the outbox between the bus and real local HTTP receivers.
+
+Records go on a MemoryBus; the dispatcher stores its outbox in a SQLite file;
+receivers are local HTTP servers (tests.remediation.http_receiver) that can
+be stopped and started again on the same port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import socket
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from fabricops.api.alert_payloads import NO_END, fingerprint, label_set, rfc3339
+from fabricops.api.alert_render import AlertRenderer, event_key
+from fabricops.api.alert_sender import delivery_id
+from fabricops.api.alerts import (
+    AlertDispatcher,
+    AlertReceiver,
+    AlertsConfig,
+    AlertsConfigError,
+    load_alerts_config,
+)
+from fabricops.core.actions import Action, ActionKind, ActionMode, ActionState
+from fabricops.core.bus import Message, Topic, topic_name
+from fabricops.core.membus import MemoryBus
+from fabricops.core.records import Diagnosis
+from fabricops.store import Store, StoreConfig
+from fabricops.store.outbox import OutboxState
+from tests.remediation.http_receiver import Answer, Receiver
+
+S = 1_000_000_000
+T0 = 1_767_225_600 * S
+LINK = "leaf-0:eth1~spine-1:eth3"
+SECRET = "team-secret"
+GROUP = "fabricops-alerts"
+AM_TOP_FIELDS = {"version", "groupKey", "truncatedAlerts", "status", "receiver", "groupLabels",
+                 "commonLabels", "commonAnnotations", "externalURL", "alerts"}
+AM_ALERT_FIELDS = {"status", "labels", "annotations", "startsAt", "endsAt", "generatorURL",
+                   "fingerprint"}
+
+
+def diagnosis(incident: str = "inc-1", t_s: int = 0, *, root: str = LINK,
+              fault_type: str = "gray_loss", confidence: float = 0.9) -> Diagnosis:
+    return Diagnosis(id=incident, ts_ns=T0 + t_s * S, onset_ns=T0 - 5 * S, root=root,
+                     root_kind="link", fault_type=fault_type, confidence=confidence,
+                     affected_hosts=("host-3", "host-7"), affected_jobs=("job-42",),
+                     action="drain the link", model_version="rca/1")
+
+
+def action(state: ActionState, incident: str = "inc-1", *, t_s: int = 10,
+           confidence: float = 0.9) -> Action:
+    """The drain of ``incident``'s link, proposed at T0 + ``t_s`` and moved to ``state``."""
+    created = T0 + t_s * S
+    moved = Action(id=f"act-{incident}", diagnosis_id=incident, created_ns=created,
+                   ts_ns=created, kind=ActionKind.DRAIN_LINK, target=LINK,
+                   fault_type="gray_loss", confidence=confidence, mode=ActionMode.AUTO,
+                   ).moved(ActionState.PROPOSED, ts_ns=created, actor="policy")
+    path = [ActionState.APPROVED, ActionState.APPLIED, ActionState.VERIFIED]
+    for i, step in enumerate(path[:path.index(state) + 1] if state in path else [], 1):
+        moved = moved.moved(step, ts_ns=created + i * S, actor="safety")
+    return moved
+
+
+def publish(bus: MemoryBus, *records: Diagnosis | Action) -> None:
+    for r in records:
+        if isinstance(r, Diagnosis):
+            bus.publish(topic_name(Topic.DIAGNOSES), r.root.encode(), [r.encode()])
+        else:
+            bus.publish(topic_name(Topic.ACTIONS), r.id.encode(), [r.encode()])
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 10.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def hook(name: str, url: str, **options: Any) -> AlertReceiver:
+    return AlertReceiver.model_validate({"name": name, "url": url, "secret": SECRET,
+                                         **options})
+
+
+def fast(*receivers: AlertReceiver, **options: Any) -> AlertsConfig:
+    """Short backoff and polling, so tests see retries within a second."""
+    return AlertsConfig.model_validate({"receivers": receivers, "backoff_s": 0.05,
+                                        "max_backoff_s": 0.2, "poll_interval_s": 0.05,
+                                        **options})
+
+
+def bodies(receiver: Receiver) -> list[dict[str, Any]]:
+    return [json.loads(r.body) for r in receiver.requests]
+
+
+def sample(registry: CollectorRegistry, name: str, receiver: str | None = None) -> float:
+    labels = {} if receiver is None else {"receiver": receiver}
+    return registry.get_sample_value(name, labels) or 0.0
+
+
+@pytest.fixture
+def bus() -> Iterator[MemoryBus]:
+    started = MemoryBus()
+    started.start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'alerts.db'}"
+
+
+@pytest.fixture
+def receivers() -> Iterator[Callable[..., Receiver]]:
+    """``receivers(started=True)``: a local receiver, stopped after the test."""
+    made: list[Receiver] = []
+
+    def make(started: bool = True) -> Receiver:
+        receiver = Receiver(port=0 if started else free_port())
+        if started:
+            receiver.start()
+        made.append(receiver)
+        return receiver
+
+    yield make
+    for receiver in made:
+        receiver.stop()
+
+
+@contextmanager
+def dispatching(config: AlertsConfig, bus: MemoryBus, url: str,
+                registry: CollectorRegistry | None = None) -> Iterator[AlertDispatcher]:
+    store = Store(StoreConfig(url=url))
+    store.start()
+    dispatcher = AlertDispatcher(config, bus, store, registry)
+    dispatcher.start()
+    try:
+        yield dispatcher
+    finally:
+        dispatcher.stop()
+        store.stop()
+
+
+@pytest.mark.integration
+def test_alerts_are_signed_and_carry_a_delivery_id_per_record(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    ops = receivers()
+    d, a = diagnosis(), action(ActionState.PROPOSED)
+    with dispatching(fast(hook("ops", ops.url)), bus, db_url):
+        publish(bus, d)
+        wait_for(lambda: len(ops.requests) == 1, what="the diagnosis")
+        publish(bus, a)
+        wait_for(lambda: len(ops.requests) == 2, what="the action")
+    for request, record, event in zip(ops.requests, (d, a), ("diagnosis", "action"),
+                                      strict=True):
+        signed = hmac.new(SECRET.encode(), request.body, hashlib.sha256).hexdigest()
+        assert request.headers["X-Fabricops-Signature"] == f"sha256={signed}"
+        assert request.headers["X-Fabricops-Event"] == f"alert.{event}"
+        assert request.headers["X-Fabricops-Delivery"] == delivery_id("ops", event_key(record))
+        assert json.loads(request.body) == {"event": event, "id": record.id,
+                                            "ts": rfc3339(record.ts_ns),
+                                            "data": record.model_dump(mode="json")}
+    assert bodies(ops)[0]["ts"] == "2026-01-01T00:00:00.000000Z"
+    assert Diagnosis.model_validate(bodies(ops)[0]["data"]) == d
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_a_receiver_down_for_30_s_gets_every_alert_of_the_outage_once(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    ops = receivers(started=False)
+    registry = CollectorRegistry()
+    outage = [diagnosis("inc-1", t) for t in range(0, 60, 10)] + [
+        action(ActionState.PROPOSED), action(ActionState.APPROVED),
+        action(ActionState.APPLIED), action(ActionState.VERIFIED)]
+    config = fast(hook("ops", ops.url), backoff_s=0.2, max_backoff_s=1.0)
+    with dispatching(config, bus, db_url, registry):
+        started = time.monotonic()
+        for i, record in enumerate(outage):
+            publish(bus, record)
+            time.sleep(max(0.0, started + 2.5 * i - time.monotonic()))
+        time.sleep(max(0.0, started + 30.0 - time.monotonic()))
+        assert sample(registry, "fabricops_alerts_outbox_pending") == len(outage)
+        assert sample(registry, "fabricops_alerts_failed_attempts_total", "ops") >= 10
+        ops.start()
+        back = time.monotonic()
+        wait_for(lambda: len(ops.requests) >= len(outage), what="the outage's alerts")
+        assert time.monotonic() - back < 3.0
+        time.sleep(1.5)
+        wait_for(lambda: sample(registry, "fabricops_alerts_outbox_pending") == 0,
+                 what="an empty outbox")
+    delivered = [request.headers["X-Fabricops-Delivery"] for request in ops.requests]
+    assert sorted(delivered) == sorted(delivery_id("ops", event_key(r)) for r in outage)
+    diagnoses = [b["data"]["ts_ns"] for b in bodies(ops) if b["event"] == "diagnosis"]
+    assert diagnoses == [d.ts_ns for d in outage if isinstance(d, Diagnosis)]
+    assert sample(registry, "fabricops_alerts_delivered_total", "ops") == len(outage)
+    assert sample(registry, "fabricops_alerts_dead_total", "ops") == 0
+
+
+@pytest.mark.integration
+def test_a_dispatcher_restarted_during_an_outage_delivers_everything_once(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    ops = receivers(started=False)
+    first, later = [diagnosis("inc-1", t) for t in (0, 10, 20)], [diagnosis("inc-2", 30),
+                                                                  action(ActionState.PROPOSED)]
+    registry = CollectorRegistry()
+    with dispatching(fast(hook("ops", ops.url)), bus, db_url, registry) as dispatcher:
+        publish(bus, *first)
+        wait_for(lambda: dispatcher.store.pending_alerts() == {"ops": 3}, what="3 rows")
+        wait_for(lambda: sample(registry, "fabricops_alerts_failed_attempts_total", "ops") > 2,
+                 what="failed attempts")
+    assert sum(bus.committed(GROUP, topic_name(Topic.DIAGNOSES)).values()) == 3
+    publish(bus, *later)
+    ops.start()
+    with dispatching(fast(hook("ops", ops.url)), bus, db_url):
+        wait_for(lambda: len(ops.requests) == 5, what="5 alerts")
+        time.sleep(0.5)
+    assert sorted(r.headers["X-Fabricops-Delivery"] for r in ops.requests) == sorted(
+        delivery_id("ops", event_key(r)) for r in first + later)
+
+
+@pytest.mark.integration
+def test_a_record_the_bus_delivers_again_is_sent_once(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    ops = receivers()
+    d = diagnosis()
+    registry = CollectorRegistry()
+    with dispatching(fast(hook("ops", ops.url)), bus, db_url, registry) as dispatcher:
+        publish(bus, d, d)
+        wait_for(lambda: len(ops.requests) == 1, what="the diagnosis")
+        again = Message(topic_name(Topic.DIAGNOSES), 0, 0, d.root.encode(), d.encode(), 0)
+        assert dispatcher.process([again]) == 0
+        time.sleep(0.5)
+    assert len(ops.requests) == 1
+    assert sample(registry, "fabricops_alerts_enqueued_total") == 1
+
+
+@pytest.mark.integration
+def test_offsets_are_committed_only_once_the_alerts_are_stored(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    ops = receivers()
+    topic = topic_name(Topic.DIAGNOSES)
+    with dispatching(fast(hook("ops", ops.url)), bus, db_url) as dispatcher:
+        dispatcher.store.stop()
+        publish(bus, diagnosis())
+        time.sleep(1.0)
+        assert sum(bus.committed(GROUP, topic).values()) == 0
+        assert ops.requests == []
+        dispatcher.store.start()
+        wait_for(lambda: len(ops.requests) == 1, timeout_s=15, what="the diagnosis")
+        wait_for(lambda: sum(bus.committed(GROUP, topic).values()) == 1, what="the commit")
+
+
+@pytest.mark.integration
+def test_a_receiver_that_is_down_or_hangs_does_not_delay_another(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    hanging, down, ops = receivers(), receivers(started=False), receivers()
+    hanging.default = Answer(delay_s=3.0)
+    config = fast(hook("hanging", hanging.url, timeout_s=2.0), hook("down", down.url),
+                  hook("ops", ops.url))
+    records = [diagnosis("inc-1", 0), diagnosis("inc-2", 1), diagnosis("inc-3", 2)]
+    with dispatching(config, bus, db_url):
+        started = time.monotonic()
+        publish(bus, *records)
+        wait_for(lambda: len(ops.requests) == 3, what="the healthy receiver's alerts")
+        assert time.monotonic() - started < 1.5
+        assert len(hanging.requests) == 1
+
+
+@pytest.mark.integration
+def test_alertmanager_receivers_see_a_diagnosis_fire_and_its_verified_action_resolve(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    am = receivers()
+    config = fast(hook("am", am.url, format="alertmanager"), external_url="http://fo:8080",
+                  generator_url="http://fo:8080/api/v1/diagnoses?root={root}")
+    d = diagnosis()
+    with dispatching(config, bus, db_url):
+        publish(bus, d, action(ActionState.PROPOSED), action(ActionState.APPLIED))
+        wait_for(lambda: len(am.requests) == 1, what="the firing alert")
+        verified = action(ActionState.VERIFIED)
+        publish(bus, verified)
+        wait_for(lambda: len(am.requests) == 2, what="the resolved alert")
+        time.sleep(0.3)
+    fired, resolved = bodies(am)
+    labels = {"alertname": "FabricFault", "incident": "inc-1", "fault_type": "gray_loss",
+              "root": LINK, "severity": "warning"}
+    annotations = {"summary": f"gray_loss at link {LINK}",
+                   "description": "confidence 0.90; jobs job-42; 2 hosts affected. "
+                                  "Recommended: drain the link"}
+    assert set(fired) == set(resolved) == AM_TOP_FIELDS
+    assert fired["version"] == "4"
+    assert fired["groupKey"] == resolved["groupKey"] == \
+        '{}:{alertname="FabricFault", incident="inc-1"}'
+    assert fired["truncatedAlerts"] == 0
+    assert (fired["status"], resolved["status"]) == ("firing", "resolved")
+    assert fired["receiver"] == "am"
+    assert fired["groupLabels"] == {"alertname": "FabricFault", "incident": "inc-1"}
+    assert fired["commonLabels"] == resolved["commonLabels"] == labels
+    assert fired["commonAnnotations"] == annotations
+    assert fired["externalURL"] == "http://fo:8080"
+    (alert,) = fired["alerts"]
+    (cleared,) = resolved["alerts"]
+    assert set(alert) == set(cleared) == AM_ALERT_FIELDS
+    assert (alert["status"], cleared["status"]) == ("firing", "resolved")
+    assert alert["labels"] == cleared["labels"] == labels
+    assert alert["annotations"] == annotations
+    assert cleared["annotations"] == {**annotations, "resolved_by": (
+        f"drain_link {LINK} (act-inc-1), verified at {rfc3339(verified.ts_ns)}")}
+    assert alert["startsAt"] == cleared["startsAt"] == "2025-12-31T23:59:55.000000Z"
+    assert (alert["endsAt"], cleared["endsAt"]) == (NO_END, rfc3339(verified.ts_ns))
+    assert alert["generatorURL"] == \
+        "http://fo:8080/api/v1/diagnoses?root=leaf-0%3Aeth1~spine-1%3Aeth3"
+    assert alert["fingerprint"] == cleared["fingerprint"] == fingerprint(labels)
+
+
+def test_a_revision_that_moves_the_root_resolves_the_old_alert_and_a_late_one_is_dropped(
+        db_url: str) -> None:
+    store = Store(StoreConfig(url=db_url))
+    store.start()
+    config = fast(hook("am", "http://am/", format="alertmanager"), hook("ops", "http://ops/"))
+    renderer = AlertRenderer(config, store)
+    first, moved = diagnosis(t_s=0), diagnosis(t_s=10, root="spine-1", fault_type="switch_down")
+    try:
+        renderer.entries(first)
+        am, ops = renderer.entries(moved)
+        late = renderer.entries(first)
+    finally:
+        store.stop()
+    body = json.loads(am.body)
+    assert body["status"] == "firing"
+    assert [(a["status"], a["labels"]["root"], a["labels"]["severity"])
+            for a in body["alerts"]] == [("firing", "spine-1", "critical"),
+                                         ("resolved", LINK, "warning")]
+    assert body["alerts"][1]["endsAt"] == rfc3339(moved.ts_ns)
+    assert body["commonLabels"] == {"alertname": "FabricFault", "incident": "inc-1"}
+    assert json.loads(ops.body)["data"]["root"] == "spine-1"
+    assert [e.receiver for e in late] == ["ops"]
+
+
+def test_receivers_get_only_the_records_they_ask_for(db_url: str) -> None:
+    store = Store(StoreConfig(url=db_url))
+    store.start()
+    config = fast(hook("sure", "http://a/", min_confidence=0.8, events=["diagnoses"]),
+                  hook("all", "http://b/"))
+    renderer = AlertRenderer(config, store)
+    try:
+        got = {name: [e.receiver for e in renderer.entries(r)] for name, r in (
+            ("unsure", diagnosis(confidence=0.5)), ("sure", diagnosis(t_s=1)),
+            ("action", action(ActionState.PROPOSED)))}
+    finally:
+        store.stop()
+    assert got == {"unsure": ["all"], "sure": ["sure", "all"], "action": ["all"]}
+
+
+@pytest.mark.integration
+def test_a_refused_alert_is_given_up_with_its_cause_counted_and_not_retried(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver],
+        caplog: pytest.LogCaptureFixture) -> None:
+    ops = receivers()
+    ops.script = [Answer(status=400, body=b"unknown incident schema")]
+    registry = CollectorRegistry()
+    refused, accepted = diagnosis("inc-1"), diagnosis("inc-2", 1)
+    with caplog.at_level(logging.ERROR, logger="fabricops.api.alert_sender"), \
+            dispatching(fast(hook("ops", ops.url)), bus, db_url, registry) as dispatcher:
+        publish(bus, refused)
+        wait_for(lambda: len(ops.requests) == 1, what="the refused alert")
+        publish(bus, accepted)
+        wait_for(lambda: len(ops.requests) == 2, what="the next alert")
+        time.sleep(0.5)
+        (dead,) = dispatcher.store.alerts(state=OutboxState.DEAD)
+    assert len(ops.requests) == 2
+    assert dead.event_key == event_key(refused)
+    assert dead.attempts == 1
+    assert dead.last_error == (f"refused on attempt 1: webhook {ops.url}: HTTP 400 Bad "
+                               f"Request: unknown incident schema (attempt 1 of 1; not retried)")
+    assert sample(registry, "fabricops_alerts_dead_total", "ops") == 1
+    assert sample(registry, "fabricops_alerts_failed_attempts_total", "ops") == 1
+    assert sample(registry, "fabricops_alerts_delivered_total", "ops") == 1
+    assert f"{event_key(refused)} to receiver ops given up" in caplog.text
+
+
+@pytest.mark.integration
+def test_an_alert_failing_past_give_up_after_s_is_marked_dead(
+        bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
+    ops = receivers()
+    ops.default = Answer(status=503, body=b"maintenance")
+    registry = CollectorRegistry()
+    config = fast(hook("ops", ops.url), give_up_after_s=0.5)
+    with dispatching(config, bus, db_url, registry) as dispatcher:
+        publish(bus, diagnosis())
+        wait_for(lambda: sample(registry, "fabricops_alerts_dead_total", "ops") == 1,
+                 what="the row to be given up")
+        (dead,) = dispatcher.store.alerts(state=OutboxState.DEAD)
+        assert dispatcher.store.pending_alerts() == {}
+    assert dead.attempts == len(ops.requests) > 2
+    assert dead.last_error.startswith("still failing ")
+    assert dead.last_error.endswith(f"webhook {ops.url}: gave up after 1 attempt; last: "
+                                    f"HTTP 503 Service Unavailable: maintenance")
+
+
+def test_a_record_that_does_not_decode_is_set_aside_and_counted(db_url: str) -> None:
+    store = Store(StoreConfig(url=db_url))
+    store.start()
+    registry = CollectorRegistry()
+    dispatcher = AlertDispatcher(fast(hook("ops", "http://ops/")), MemoryBus(), store, registry)
+    topic = topic_name(Topic.DIAGNOSES)
+    try:
+        added = dispatcher.process([Message(topic, 0, 0, b"k", b'{"id": 7}', 0),
+                                    Message(topic, 0, 1, b"k", diagnosis().encode(), 0)])
+        assert store.pending_alerts() == {"ops": 1}
+    finally:
+        store.stop()
+    assert added == 1
+    assert sample(registry, "fabricops_alerts_rejected_total") == 1
+
+
+def test_fingerprints_and_group_keys_are_computed_as_alertmanager_does() -> None:
+    # Expected values from prometheus/common model/signature_test.go.
+    assert fingerprint({"name": "garland, briggs", "fear": "love is not enough"}) == \
+        f"{5799056148416392346:016x}"
+    assert fingerprint({"first-label": "first-label-value",
+                        "second-label": "second-label-value",
+                        "third-label": "third-label-value"}) == f"{13843036195897128121:016x}"
+    assert label_set({"job": "node", "alertname": 'say "hi"'}) == \
+        '{alertname="say \\"hi\\"", job="node"}'
+
+
+def test_the_config_is_strict_and_names_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="receiver names must be unique; repeated: ops"):
+        fast(hook("ops", "http://a/"), hook("ops", "http://b/"))
+    with pytest.raises(ValueError, match="'ftp://a/' must start with http"):
+        hook("ops", "ftp://a/")
+    with pytest.raises(ValueError, match="name"):
+        hook("ops team", "http://a/")
+    with pytest.raises(ValueError, match=r"lease_s 10 is shorter than a batch can take "
+                                         r"\(batch_rows 20 x timeout_s 5\)"):
+        fast(hook("ops", "http://a/"), lease_s=10)
+    with pytest.raises(ValueError, match="extra"):
+        AlertsConfig.model_validate({"receivers": [], "retries": 3})
+
+
+def test_an_alerts_file_is_read_and_its_mistakes_named(tmp_path: Path) -> None:
+    path = tmp_path / "alerts.yaml"
+    path.write_text("receivers:\n"
+                    "  - {name: noc, url: 'https://noc.example/hook', format: alertmanager,\n"
+                    "     events: [diagnoses], min_confidence: 0.7}\n"
+                    "max_backoff_s: 30\n", encoding="utf-8")
+    config = load_alerts_config(path)
+    (noc,) = config.receivers
+    assert (noc.name, noc.format.value, sorted(noc.events), noc.min_confidence) == (
+        "noc", "alertmanager", ["diagnoses"], 0.7)
+    assert (config.max_backoff_s, config.backoff_s, config.give_up_after_s) == (30, 1, 86_400)
+    path.write_text("receivers:\n  - {name: noc}\n", encoding="utf-8")
+    where = re.escape(str(path))
+    with pytest.raises(AlertsConfigError, match=rf"^{where}: receivers\.0\.url: Field required"):
+        load_alerts_config(path)
+
