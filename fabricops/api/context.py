@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from fabricops.core.faults import FaultType
 from fabricops.core.topology import Topology
-from fabricops.store.store import Store
+from fabricops.store.store import Store, StoreError
 
 
 class ApiConfig(BaseModel):
@@ -54,8 +54,15 @@ class ApiContext:
     """The API's dependencies. ``checks`` are readiness probes: name -> (ok, detail)."""
 
     config: ApiConfig
-    store: Store
+    store: Store | None = None
     topology: Topology | None = None
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     injector: FaultInjector | None = None
     checks: dict[str, Callable[[], tuple[bool, str]]] = field(default_factory=dict)
+
+    def stored(self) -> Store:
+        """The store; StoreError (answered 503) in a process that keeps none."""
+        if self.store is None:
+            raise StoreError("this fabricops process keeps no store (ask the API of "
+                             "fabricops serve api)")
+        return self.store

@@ -119,7 +119,7 @@ def series(ctx: Ctx,
            ) -> SeriesAnswer:
     t0, t1 = window(start_ns, end_ns, since_s)
     try:
-        data = read_series(ctx.store, entity=entity, metric=metric, t0_ns=t0, t1_ns=t1,
+        data = read_series(ctx.stored(), entity=entity, metric=metric, t0_ns=t0, t1_ns=t1,
                            rate=rate)
     except QueryError as exc:
         raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
@@ -140,6 +140,6 @@ def events(ctx: Ctx, start_ns: StartNs = None, end_ns: EndNs = None, since_s: Si
            metric: Annotated[str | None, Query(max_length=64)] = None,
            kind: EventKind | None = None, limit: Limit = 1000) -> list[Event]:
     t0, t1 = window(start_ns, end_ns, since_s)
-    return ctx.store.events(t0_ns=t0, t1_ns=t1, devices=[device] if device else None,
+    return ctx.stored().events(t0_ns=t0, t1_ns=t1, devices=[device] if device else None,
                             entities=[entity] if entity else None, metric=metric, kind=kind,
                             limit=limit)

@@ -35,16 +35,16 @@ def diagnoses(ctx: Ctx, start_ns: StartNs = None, end_ns: EndNs = None,
               root: Annotated[str | None, Query(max_length=255)] = None,
               limit: Limit = 1000) -> list[Diagnosis]:
     t0, t1 = window(start_ns, end_ns, since_s)
-    return ctx.store.diagnoses(t0_ns=t0, t1_ns=t1, root=root, limit=limit)
+    return ctx.stored().diagnoses(t0_ns=t0, t1_ns=t1, root=root, limit=limit)
 
 
 @router.get("/diagnose", summary="What is wrong now, where, since when, how sure, what "
                                   "fabricops did about it")
 def diagnose(ctx: Ctx) -> DiagnoseReport:
-    latest = ctx.store.latest_diagnoses(limit=50)
+    latest = ctx.stored().latest_diagnoses(limit=50)
     actions: list[Action] = []
     for d in latest:
-        actions.extend(ctx.store.actions(diagnosis_id=d.id, limit=20))
+        actions.extend(ctx.stored().actions(diagnosis_id=d.id, limit=20))
     return build_report(latest, actions, ctx.topology, now_ns=_now_ns(latest),
                         active_s=ctx.config.active_s)
 
@@ -58,12 +58,12 @@ def _now_ns(latest: list[Diagnosis]) -> int:
 def actions(ctx: Ctx, state: ActionState | None = None,
             diagnosis_id: Annotated[str | None, Query(max_length=64)] = None,
             limit: Limit = 50) -> list[Action]:
-    return ctx.store.actions(state=state, diagnosis_id=diagnosis_id, limit=limit)
+    return ctx.stored().actions(state=state, diagnosis_id=diagnosis_id, limit=limit)
 
 
 @router.get("/actions/{action_id}", summary="One action with its steps and audit trail")
 def action(ctx: Ctx, action_id: str) -> Action:
-    found = ctx.store.action(action_id)
+    found = ctx.stored().action(action_id)
     if found is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"no action has id {action_id!r}")
     return found
@@ -71,7 +71,7 @@ def action(ctx: Ctx, action_id: str) -> Action:
 
 def _decide(ctx: Ctx, action_id: str, verb: Verb, body: Decision) -> Action:
     try:
-        return decide(ctx.store, action_id, verb, actor=f"operator:{body.by}", note=body.note)
+        return decide(ctx.stored(), action_id, verb, actor=f"operator:{body.by}", note=body.note)
     except UnknownActionError as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from None
     except (DecisionError, ActionConflict) as exc:

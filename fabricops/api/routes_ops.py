@@ -23,11 +23,12 @@ def health() -> dict[str, str]:
             responses={503: {"description": "Some part is not ready; the body says which"}})
 def ready(ctx: Ctx) -> JSONResponse:
     results: dict[str, dict[str, Any]] = {}
-    try:
-        ctx.store.latest_diagnoses(limit=1)
-        results["store"] = {"ok": True, "detail": ctx.store.url}
-    except Exception as exc:
-        results["store"] = {"ok": False, "detail": str(exc)}
+    if ctx.store is not None:
+        try:
+            ctx.store.latest_diagnoses(limit=1)
+            results["store"] = {"ok": True, "detail": ctx.store.url}
+        except Exception as exc:
+            results["store"] = {"ok": False, "detail": str(exc)}
     for name, check in ctx.checks.items():
         try:
             ok, detail = check()

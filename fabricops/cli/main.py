@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from fabricops import __version__
-from fabricops.cli import actions, probes, query, rca, sim
+from fabricops.cli import actions, dashboards, probes, query, rca, serve, serve_sim, sim
 from fabricops.cli.diagnose import diagnose
 from fabricops.cli.tail import tail
 from fabricops.cli.up import collect, up
@@ -24,6 +24,9 @@ app.add_typer(probes.app, name="probes")
 app.add_typer(query.app, name="query")
 app.add_typer(rca.app, name="rca")
 app.add_typer(actions.app, name="actions")
+app.add_typer(serve.app, name="serve")
+serve.app.command("sim")(serve_sim.serve_sim)
+app.add_typer(dashboards.app, name="dashboards")
 
 
 def _show_version(value: bool) -> None:

@@ -14,15 +14,15 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from fabricops.api.alerts import AlertDispatcher
 from fabricops.cli.common import fail, stderr_console, stderr_is_terminal, user_errors
+from fabricops.cli.serve_common import open_bus
 from fabricops.cli.sim import choose_scenario
 from fabricops.cli.up_analysis import ACTUATORS, start_analysis
+from fabricops.cli.up_api import StackMetrics, alerts_config, start_api
 from fabricops.cli.up_api import api_token as make_token
-from fabricops.cli.up_api import start_api
 from fabricops.collectors.collection import PROTOCOLS, Collection, CollectionStatus
 from fabricops.core.actions import ActionMode
-from fabricops.core.bus import Bus
-from fabricops.core.bus_factory import BusConfig, make_bus
 from fabricops.core.inventory import load_inventory
 from fabricops.pipeline.service import PipelineService, PipelineServiceConfig, PipelineStatus
 from fabricops.simulator.agents.service import SimulatedFabric, SimulatedFabricConfig
@@ -42,6 +42,8 @@ def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float,
     if sim_s is not None:
         parts.append(f"fabric t={sim_s:,.0f}s")
     for proto, (up, total) in status.targets_up.items():
+        if proto == "int":
+            continue
         frames = status.frames.get(proto, 0)
         parts.append(f"{proto} {up}/{total} up {frames:,} frames")
     parts.append(f"int {status.int_reports:,} reports")
@@ -51,14 +53,6 @@ def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float,
         parts.append(f"pipeline {pipeline.frames:,} frames {pipeline.segments:,} segments "
                      f"{pipeline.events:,} events {pipeline.hot_devices} sampled fast")
     return Text("  |  ".join(parts))
-
-
-def _bus(kind: str, bootstrap: str) -> Bus:
-    if kind not in ("memory", "kafka"):
-        raise fail(f"--bus must be 'memory' or 'kafka', not {kind!r}")
-    bus = make_bus(BusConfig.model_validate({"kind": kind, "bootstrap_servers": bootstrap}))
-    bus.start()
-    return bus
 
 
 def _watch(collection: Collection, fabric: SimulatedFabric | None, duration: float,
@@ -110,9 +104,15 @@ def up(
         help="How actions reach the fabric: simulator (its control surface) or gnmi "
              "(port changes over gNMI Set, the rest through the simulator)")] = "simulator",
     webhook: Annotated[str, typer.Option(
-        envvar="FABRICOPS_WEBHOOK_URL", help="POST every action change here (JSON)")] = "",
+        envvar="FABRICOPS_WEBHOOK_URL",
+        help="POST every diagnosis and action change here (JSON, from a durable outbox)")]
+    = "",
     webhook_secret: Annotated[str, typer.Option(
         envvar="FABRICOPS_WEBHOOK_SECRET", help="HMAC-SHA256 key for the webhook")] = "",
+    alerts_file: Annotated[Path | None, typer.Option(
+        "--alerts", envvar="FABRICOPS_ALERTS",
+        help="Alert receivers YAML (several URLs, Alertmanager format, retry settings)")]
+    = None,
     api_host: Annotated[str, typer.Option(help="Address the REST API listens on")]
     = "127.0.0.1",
     api_port: Annotated[int, typer.Option(min=0, max=65535, help=(
@@ -146,34 +146,39 @@ def up(
     if actuator not in ACTUATORS:
         raise fail(f"--actuator must be one of {', '.join(ACTUATORS)}, not {actuator!r}")
     with user_errors():
-        sim = build_simulator(_on_wall_clock(choose_scenario(scenario, preset)))
+        sim = build_simulator(on_wall_clock(choose_scenario(scenario, preset)))
         fabric = SimulatedFabric(sim, SimulatedFabricConfig(
             speed=speed, snmp_interval_s=snmp_interval, gnmi_interval_s=gnmi_interval,
             host_telemetry=True))
         _sqlite_dir(db)
-        bus = _bus(bus_kind, bootstrap)
         registry = CollectorRegistry()
+        bus = open_bus(bus_kind, bootstrap, registry)
         pipeline = PipelineService(PipelineServiceConfig.model_validate(
             {"store": {"url": db}}), bus, sim.fabric.topology, registry)
         pipeline.start()
         fabric.start()
         analysis = start_analysis(bus, fabric, db, mode=remediation, actuator=actuator,
-                                  webhook=webhook, webhook_secret=webhook_secret,
                                   registry=registry)
         collection = Collection(fabric.inventory(), bus, registry=registry)
         collection.start()
+        metrics = StackMetrics(registry, bus, pipeline, sim.fabric.topology, collection)
         api = start_api(analysis.store, fabric, registry, host=api_host, port=api_port,
                         token=make_token(api_token))
+        alerts = AlertDispatcher(alerts_config(alerts_file, webhook, webhook_secret, api.url),
+                                 bus, analysis.store, registry)
+        alerts.start()
         console.print(f"API on {api.url} (docs {api.url}/docs, metrics {api.url}/metrics); "
                       f"try: fabricops diagnose --api {api.url}")
         try:
             final = _watch(collection, fabric, duration, console, pipeline)
         finally:
             api.stop()
+            metrics.stop()
             collection.stop()
             fabric.stop()
             bus.flush(10.0)
             time.sleep(1.0)  # the worker's last poll
+            alerts.stop()
             analysis.stop()
             pipeline.stop()
             bus.stop()
@@ -183,7 +188,7 @@ def up(
                       f"fabricops actions list --db {db}")
 
 
-def _on_wall_clock(scenario: Scenario) -> Scenario:
+def on_wall_clock(scenario: Scenario) -> Scenario:
     """A live twin starts its clock now, like a real fabric (unless the scenario sets it)."""
     if "start_time_ns" in scenario.sim:
         return scenario
@@ -217,7 +222,7 @@ def collect(
     console = stderr_console()
     with user_errors():
         inv = load_inventory(inventory)
-        bus = _bus(bus_kind, bootstrap)
+        bus = open_bus(bus_kind, bootstrap)
         collection = Collection(inv, bus, protocols=chosen)
         collection.start()
         try:

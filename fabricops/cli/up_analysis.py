@@ -22,7 +22,6 @@ from fabricops.remediation.gnmi_actuator import GnmiSetActuator, GnmiSetConfig
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
 from fabricops.remediation.sim_actuator import SimulatorActuator
 from fabricops.remediation.watch import FabricWatch
-from fabricops.remediation.webhook import WebhookClient, WebhookConfig, WebhookNotifier
 from fabricops.simulator.agents.service import SimulatedFabric
 from fabricops.store.store import Store, StoreConfig
 
@@ -44,8 +43,7 @@ class Analysis:
 
 
 def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMode,
-                   actuator: str = "simulator", webhook: str = "",
-                   webhook_secret: str = "",
+                   actuator: str = "simulator",
                    registry: CollectorRegistry | None = None) -> Analysis:
     """Start RCA and remediation on ``bus`` for the simulated ``fabric``."""
     if actuator not in ACTUATORS:
@@ -61,11 +59,7 @@ def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMo
     config = RemediationConfig.model_validate({"safety": {"mode": mode.value}})
     engine = RemediationEngine(config, topo, _actuators(fabric, actuator), FabricWatch(topo),
                                placement)
-    notifier = None
-    if webhook:
-        notifier = WebhookNotifier(WebhookClient(WebhookConfig.model_validate(
-            {"url": webhook, "secret": webhook_secret})))
-    remediation = RemediationService(RemediationServiceConfig(), bus, engine, store, notifier,
+    remediation = RemediationService(RemediationServiceConfig(), bus, engine, store,
                                      registry=registry)
     rca.start()
     remediation.start()

@@ -1,0 +1,116 @@
+"""``fabricops serve sim``: the simulated fabric on its own, for a deployment to watch.
+
+The twin serves every switch over SNMP and gNMI on fixed ports, sends INT
+reports to the collector, and writes what a real fabric's operator would
+supply: the topology, the job placement and an inventory that names the
+agents by an address other containers can reach (``--advertise``). A small
+API on ``--api-port`` takes fault injections (``fabricops sim inject --api``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import yaml
+from prometheus_client import CollectorRegistry
+
+from fabricops.api.context import ApiConfig, ApiContext
+from fabricops.api.server import ApiServer
+from fabricops.api.sim_injector import SimFaultInjector
+from fabricops.cli.common import stderr_console, user_errors
+from fabricops.cli.serve_common import Seconds, run_until_stopped
+from fabricops.cli.sim import choose_scenario
+from fabricops.cli.up import on_wall_clock
+from fabricops.core.inventory import IntListener, Inventory, check_host_port
+from fabricops.core.placement import save_placement
+from fabricops.core.topology import save_topology
+from fabricops.simulator.agents.service import SimulatedFabric, SimulatedFabricConfig
+from fabricops.simulator.scenario import build_simulator
+
+
+def serve_sim(
+    scenario: Annotated[Path | None, typer.Argument(
+        help="Scenario YAML (default: the demo preset)")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", "-p", envvar="FABRICOPS_SIM_PRESET",
+                                               help="A shipped scenario")] = None,
+    speed: Annotated[float, typer.Option(min=0.01, help="Simulated seconds per wall second")]
+    = 1.0,
+    listen: Annotated[str, typer.Option(help="Address the agents listen on")] = "127.0.0.1",
+    advertise: Annotated[str, typer.Option(
+        help="Host name the inventory gives for the agents (default: --listen)")] = "",
+    snmp_port: Annotated[int, typer.Option(min=0, max=65535, help="SNMP agent UDP port")]
+    = 1161,
+    gnmi_port: Annotated[int, typer.Option(min=0, max=65535, help="gNMI target TCP port")]
+    = 50051,
+    int_collector: Annotated[str, typer.Option(
+        help="host:port the INT reports are sent to")] = "127.0.0.1:32766",
+    int_listen: Annotated[str, typer.Option(
+        help="host:port the inventory tells the INT collector to listen on")] = "",
+    out: Annotated[Path, typer.Option(
+        "--out", help="Folder for topology.json, jobs.yaml and inventory.yaml")]
+    = Path("fabricops-data/sim"),
+    api_port: Annotated[int, typer.Option(min=0, max=65535, help="Fault-injection API port")]
+    = 8081,
+    token: Annotated[str, typer.Option(envvar="FABRICOPS_API_TOKEN", show_default=False,
+                                       help="Bearer token for fault injection")] = "",
+    duration: Seconds = 0.0,
+) -> None:
+    """Run the simulated fabric for a deployment: agents on fixed ports, files for the
+    other components, fault injection over HTTP.
+
+        fabricops serve sim --listen 0.0.0.0 --advertise sim --int-collector collector:32766
+    """
+    console = stderr_console()
+    with user_errors():
+        collector_host, collector_port = check_host_port(int_collector).rsplit(":", 1)
+        sim = build_simulator(on_wall_clock(choose_scenario(scenario, preset)))
+        fabric = SimulatedFabric(sim, SimulatedFabricConfig.model_validate({
+            "speed": speed, "host_telemetry": True,
+            "snmp": {"host": listen, "port": snmp_port},
+            "gnmi": {"host": listen, "port": gnmi_port},
+            "int_exporter": {"collector_host": collector_host,
+                             "collector_port": int(collector_port)}}))
+        fabric.start()
+        api = ApiServer(ApiContext(
+            config=ApiConfig.model_validate({"host": listen, "port": api_port, "token": token}),
+            topology=sim.fabric.topology, registry=CollectorRegistry(),
+            injector=SimFaultInjector(fabric)))
+        api.start()
+        written = _write_files(fabric, out, advertise or listen,
+                               int_listen or f"0.0.0.0:{collector_port}")
+        console.print(f"sim: {sim.fabric.topology.summary()} on {listen} (SNMP :{snmp_port}, "
+                      f"gNMI :{gnmi_port}, INT to {int_collector}); fault injection on "
+                      f"{api.url}; wrote {', '.join(str(p) for p in written)}")
+        run_until_stopped(duration, [api.stop, fabric.stop])
+
+
+def _write_files(fabric: SimulatedFabric, out: Path, advertise: str,
+                 int_listen: str) -> list[Path]:
+    """Topology, placement and inventory, each written whole then renamed into place."""
+    out.mkdir(parents=True, exist_ok=True)
+    sim = fabric.sim
+    jobs = {spec.name: [sim.fabric.node_ids[h] for h in hosts]
+            for spec, hosts in zip(sim.workload.specs, sim.workload.hosts, strict=True)}
+    inventory = _advertised(fabric.inventory(), advertise, int_listen)
+    written = []
+    for name, write in (
+            ("topology.json", lambda p: save_topology(sim.fabric.topology, p)),
+            ("jobs.yaml", lambda p: save_placement(jobs, p)),
+            ("inventory.yaml", lambda p: p.write_text(yaml.safe_dump(
+                inventory.model_dump(mode="json", exclude_none=True), sort_keys=False),
+                encoding="utf-8"))):
+        final = out / name
+        partial = out / f".{name}.partial"
+        write(partial)
+        partial.replace(final)
+        written.append(final)
+    return written
+
+
+def _advertised(inventory: Inventory, host: str, int_listen: str) -> Inventory:
+    targets = [t.model_copy(update={"address": f"{host}:{t.address.rsplit(':', 1)[1]}"})
+               for t in inventory.targets]
+    return inventory.model_copy(update={"targets": targets,
+                                        "int": IntListener(listen=int_listen)})
