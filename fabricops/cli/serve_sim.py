@@ -102,7 +102,7 @@ def _write_files(fabric: SimulatedFabric, out: Path, advertise: str,
                 inventory.model_dump(mode="json", exclude_none=True), sort_keys=False),
                 encoding="utf-8"))):
         final = out / name
-        partial = out / f".{name}.partial"
+        partial = out / f".{final.stem}.partial{final.suffix}"
         write(partial)
         partial.replace(final)
         written.append(final)

@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import signal
-import threading
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, start_http_server
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
 from fabricops.api.alerts import AlertDispatcher
+from fabricops.api.platform_metrics import PlatformMetrics, PlatformMetricsConfig
 from fabricops.cli.common import fail, stderr_console, stderr_is_terminal, user_errors
-from fabricops.cli.serve_common import open_bus
+from fabricops.cli.serve_common import MetricsPort, open_bus, run_until_stopped
 from fabricops.cli.sim import choose_scenario
 from fabricops.cli.up_analysis import ACTUATORS, start_analysis
 from fabricops.cli.up_api import StackMetrics, alerts_config, start_api
@@ -56,28 +55,27 @@ def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float,
 
 
 def _watch(collection: Collection, fabric: SimulatedFabric | None, duration: float,
-           console: Console, pipeline: PipelineService | None = None) -> CollectionStatus:
-    """Show a live status line (on a terminal) until ``duration`` passes or Ctrl-C."""
-    stop = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+           console: Console, pipeline: PipelineService | None = None,
+           ) -> tuple[CollectionStatus, float]:
+    """Show a live status line (on a terminal) until ``duration`` passes, Ctrl-C or
+    SIGTERM; return the collectors' last status and the wall seconds it ran."""
     started = time.monotonic()
     live = Live(console=console, auto_refresh=False) if stderr_is_terminal() else None
-    try:
+
+    def show(wall: float) -> None:
         if live is not None:
-            live.start()
-        while not stop.wait(0.5):
-            wall = time.monotonic() - started
-            if live is not None:
-                sim_s = fabric.sim.time_s if fabric is not None else None
-                piped = pipeline.status() if pipeline is not None else None
-                live.update(_status_line(collection.status(), sim_s, wall, piped), refresh=True)
-            if duration and wall >= duration:
-                break
+            sim_s = fabric.sim.time_s if fabric is not None else None
+            piped = pipeline.status() if pipeline is not None else None
+            live.update(_status_line(collection.status(), sim_s, wall, piped), refresh=True)
+
+    if live is not None:
+        live.start()
+    try:
+        run_until_stopped(duration, [], show)
     finally:
         if live is not None:
             live.stop()
-        signal.signal(signal.SIGINT, previous)
-    return collection.status()
+    return collection.status(), time.monotonic() - started
 
 
 def up(
@@ -170,7 +168,7 @@ def up(
         console.print(f"API on {api.url} (docs {api.url}/docs, metrics {api.url}/metrics); "
                       f"try: fabricops diagnose --api {api.url}")
         try:
-            final = _watch(collection, fabric, duration, console, pipeline)
+            final, ran_s = _watch(collection, fabric, duration, console, pipeline)
         finally:
             api.stop()
             metrics.stop()
@@ -183,7 +181,7 @@ def up(
             pipeline.stop()
             bus.stop()
     if not stderr_is_terminal():
-        console.print(_status_line(final, sim.time_s, duration, pipeline.status()))
+        console.print(_status_line(final, sim.time_s, ran_s, pipeline.status()))
         console.print(f"stored in {db}; try: fabricops query events --db {db}; "
                       f"fabricops actions list --db {db}")
 
@@ -208,6 +206,7 @@ def collect(
     duration: Seconds = 0.0,
     bus_kind: BusKind = "kafka",
     bootstrap: Bootstrap = "127.0.0.1:9092",
+    metrics_port: MetricsPort = 0,
 ) -> None:
     """Collect from the devices of an inventory and publish on the bus.
 
@@ -222,14 +221,19 @@ def collect(
     console = stderr_console()
     with user_errors():
         inv = load_inventory(inventory)
-        bus = open_bus(bus_kind, bootstrap)
-        collection = Collection(inv, bus, protocols=chosen)
+        registry = CollectorRegistry()
+        bus = open_bus(bus_kind, bootstrap, registry)
+        collection = Collection(inv, bus, protocols=chosen, registry=registry)
         collection.start()
+        if metrics_port:
+            PlatformMetrics(PlatformMetricsConfig(), collection=collection,
+                            registry=registry).start()
+            start_http_server(metrics_port, registry=registry)
         try:
-            final = _watch(collection, None, duration, console)
+            final, ran_s = _watch(collection, None, duration, console)
         finally:
             collection.stop()
             bus.flush(10.0)
             bus.stop()
     if not stderr_is_terminal():
-        console.print(_status_line(final, None, duration))
+        console.print(_status_line(final, None, ran_s))
