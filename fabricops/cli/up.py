@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -36,7 +37,7 @@ Seconds = Annotated[float, typer.Option(
 
 
 def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float,
-                 pipeline: PipelineStatus | None = None) -> Text:
+                 pipeline: PipelineStatus | None = None, analysis: str = "") -> Text:
     parts = [f"{wall_s:6.0f}s"]
     if sim_s is not None:
         parts.append(f"fabric t={sim_s:,.0f}s")
@@ -51,12 +52,14 @@ def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float,
     if pipeline is not None:
         parts.append(f"pipeline {pipeline.frames:,} frames {pipeline.segments:,} segments "
                      f"{pipeline.events:,} events {pipeline.hot_devices} sampled fast")
+    if analysis:
+        parts.append(analysis)
     return Text("  |  ".join(parts))
 
 
 def _watch(collection: Collection, fabric: SimulatedFabric | None, duration: float,
            console: Console, pipeline: PipelineService | None = None,
-           ) -> tuple[CollectionStatus, float]:
+           analysis: Callable[[], str] | None = None) -> tuple[CollectionStatus, float]:
     """Show a live status line (on a terminal) until ``duration`` passes, Ctrl-C or
     SIGTERM; return the collectors' last status and the wall seconds it ran."""
     started = time.monotonic()
@@ -66,7 +69,9 @@ def _watch(collection: Collection, fabric: SimulatedFabric | None, duration: flo
         if live is not None:
             sim_s = fabric.sim.time_s if fabric is not None else None
             piped = pipeline.status() if pipeline is not None else None
-            live.update(_status_line(collection.status(), sim_s, wall, piped), refresh=True)
+            said = analysis() if analysis is not None else ""
+            live.update(_status_line(collection.status(), sim_s, wall, piped, said),
+                        refresh=True)
 
     if live is not None:
         live.start()
@@ -168,7 +173,8 @@ def up(
         console.print(f"API on {api.url} (docs {api.url}/docs, metrics {api.url}/metrics); "
                       f"try: fabricops diagnose --api {api.url}")
         try:
-            final, ran_s = _watch(collection, fabric, duration, console, pipeline)
+            final, ran_s = _watch(collection, fabric, duration, console, pipeline,
+                                  lambda: f"{len(analysis.rca.diagnoses):,} diagnoses")
         finally:
             api.stop()
             metrics.stop()
@@ -181,7 +187,8 @@ def up(
             pipeline.stop()
             bus.stop()
     if not stderr_is_terminal():
-        console.print(_status_line(final, sim.time_s, ran_s, pipeline.status()))
+        console.print(_status_line(final, sim.time_s, ran_s, pipeline.status(),
+                                   f"{len(analysis.rca.diagnoses):,} diagnoses"))
         console.print(f"stored in {db}; try: fabricops query events --db {db}; "
                       f"fabricops actions list --db {db}")
 

@@ -6,9 +6,11 @@ symptom is active, scores every candidate with the model and returns a
 :class:`~fabricops.core.records.Diagnosis` when the best candidate passes the
 confidence floor. Missing telemetry (a device or port gone quiet) is named in
 ``missing`` and scales the confidence down; it never stops the analysis. An
-incident keeps its id while symptoms persist and closes after ``clear_s`` of
-quiet. The engine sees only what the bus carries: frames, INT reports, and the
-topology and job placement an operator supplies.
+incident keeps its id while symptoms persist and its root stays on the same
+nodes (a NIC, then its link); a root elsewhere opens a new incident, and an
+incident closes after ``clear_s`` of quiet. The engine sees only what the bus
+carries: frames, INT reports, and the topology and job placement an operator
+supplies.
 """
 
 from __future__ import annotations
@@ -80,7 +82,7 @@ class RcaEngine:
         self.signals = Signals(self.index)
         self.model = model
         self.jobs = {k: tuple(v) for k, v in (jobs or {}).items()}
-        self._incident: tuple[str, int] | None = None
+        self._incident: tuple[str, int, str] | None = None  # id, onset, latest root
         self._last_symptom_ns = -1
         self.steps = 0
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
@@ -130,8 +132,11 @@ class RcaEngine:
         confidence = float(root[top]) * (1.0 - penalty)
         if confidence < cfg.min_confidence:
             return None
-        if self._incident is None:
-            self._incident = (f"dx-{ts}-{cand.names[top]}", ts)
+        root_id = cand.names[top]
+        if self._incident is None or not related(self._incident[2], root_id):
+            self._incident = (f"dx-{ts}-{root_id}", ts, root_id)
+        else:
+            self._incident = (self._incident[0], self._incident[1], root_id)
         ranked = tuple(
             RankedEntity(entity=cand.names[i], kind=KIND_NAMES[cand.kind[i]],
                          probability=round(float(root[i]) / max(total, 1.0), 4),
@@ -149,6 +154,17 @@ class RcaEngine:
             confidence=round(confidence, 4), ranked=ranked, evidence=tuple(ev[:16]),
             missing=tuple(missing), affected_hosts=hosts, affected_jobs=jobs,
             action=ACTIONS.get(fault, ""), model_version=self.model.version if self.model else "")
+
+
+def nodes_of(entity: str) -> set[str]:
+    """The nodes an entity is on: a node itself, a port's node, a link's two nodes."""
+    return {part.split(":", 1)[0] for part in entity.split("~")}
+
+
+def related(a: str, b: str) -> bool:
+    """Two roots of one incident: they share a node (a NIC and its link, a switch and
+    the links around it). An unrelated root is a new incident."""
+    return bool(nodes_of(a) & nodes_of(b))
 
 
 def _missing(ix: PortIndex, sig: PortSignals) -> list[str]:

@@ -2,13 +2,16 @@
 
 The view is built from the topology and fed decoded frames (``telemetry.v1``)
 and INT batches (``int.v1``). Each counter sample is turned into a rate against
-that port's previous sample (u64 arithmetic, so a wrap is exact; a counter that
-goes backwards is a reset and leaves the rate unknown). PFC counters of every
-priority are summed. ``snapshot(now_ns)`` gives one :class:`Snapshot`: rates and
+the previous sample of the same counter of that port (u64 arithmetic, so a
+wrap is exact; a counter that goes backwards is a reset and leaves the rate
+unknown). A frame may carry only some of a port's metrics (one gNMI
+notification per path): what it does not carry keeps its last value. PFC
+counters of every priority are summed. ``snapshot(now_ns)`` gives one :class:`Snapshot`: rates and
 gauges per port, NaN where the port has not reported within ``stale_s``.
 A device collected over several protocols (SNMP and gNMI) is read from one:
 the first that reports, until it is silent for ``stale_s`` (its counters and
-clocks are not interchangeable with another source's).
+clocks are not interchangeable with another source's); when it fails over,
+rates start again from the new source's first sample.
 
 INT reports give flow paths: ``IntPaths`` keeps, per sampled flow, the links it
 crossed (its two NIC links and every egress port's link), for path voting.
@@ -122,7 +125,9 @@ class FabricView:
         self._col_of = _column_of_metric()
         self._raw = np.zeros((n, N_COUNTERS), np.uint64)
         self._raw_ok = np.zeros((n, N_COUNTERS), bool)
+        self._cell_ts = np.full((n, len(COLUMNS)), -1, np.int64)
         self._port_ts = np.full(n, -1, np.int64)
+        self._node_ports = [np.flatnonzero(index.port_node == k) for k in range(index.n_nodes)]
         self._node_ts = np.full(index.n_nodes, -1, np.int64)
         self._values = np.full((n, len(COLUMNS)), np.nan)
         self._entity_cache: dict[tuple[str, ...], npt.NDArray[np.int64]] = {}
@@ -156,6 +161,8 @@ class FabricView:
                 ts - self._node_ts[node] <= self.stale_ns:
             self.frames_other_source += 1
             return
+        if pinned is not None and pinned != frame.source:
+            self._raw_ok[self._node_ports[node]] = False
         self._source[node] = frame.source
         self.frames_seen += 1
         self._node_ts[node] = max(self._node_ts[node], ts)
@@ -175,36 +182,42 @@ class FabricView:
         row = np.searchsorted(ports, port)
         np.add.at(cur, (row[counter], col[counter]), raw[counter])
         have[row[counter], col[counter]] = True
-        prev_ts = self._port_ts[ports]
+        prev_ts = self._cell_ts[ports, :N_COUNTERS]
         dt = (ts - prev_ts) / 1e9
         prev, prev_ok = self._raw[ports], self._raw_ok[ports]
-        fresh = (prev_ts >= 0) & (dt > 0)
-        usable = have & prev_ok & fresh[:, None] & (cur >= prev)
+        newer = have & (prev_ts < ts)
+        usable = newer & prev_ok & (prev_ts >= 0) & (cur >= prev)
         delta = (cur - prev).astype(np.float64)
-        rate = np.where(usable, delta / np.where(dt > 0, dt, 1.0)[:, None], np.nan)
-        newer = prev_ts < ts
-        upd = ports[newer]
-        vals = self._values[upd]
-        vals[:, :N_COUNTERS] = rate[newer]
+        rate = np.where(usable, delta / np.where(dt > 0, dt, 1.0), np.nan)
+        vals = self._values[ports]
+        vals[:, :N_COUNTERS] = np.where(newer, rate, vals[:, :N_COUNTERS])
         level = ~counter
         lv = np.full((ports.size, len(COLUMNS) - N_COUNTERS), np.nan)
+        lhave = np.zeros(lv.shape, bool)
         lraw = raw[level]
         lcol = col[level] - N_COUNTERS
         is_state = lcol == 0
         lval = np.where(is_state, lraw.astype(np.float64), lraw.view(np.float64))
         lv[row[level], lcol] = lval
-        vals[:, N_COUNTERS:] = lv[newer]
-        self._values[upd] = vals
-        self._raw[upd] = np.where(have[newer], cur[newer], self._raw[upd])
-        self._raw_ok[upd] = have[newer] | self._raw_ok[upd]
-        self._port_ts[upd] = ts
+        lhave[row[level], lcol] = True
+        port_newer = (self._port_ts[ports] <= ts)[:, None]
+        vals[:, N_COUNTERS:] = np.where(lhave & port_newer, lv, vals[:, N_COUNTERS:])
+        self._values[ports] = vals
+        self._raw[ports] = np.where(newer, cur, prev)
+        self._raw_ok[ports] = newer | prev_ok
+        cell_ts = self._cell_ts[ports]
+        cell_ts[:, :N_COUNTERS] = np.where(newer, ts, prev_ts)
+        cell_ts[:, N_COUNTERS:] = np.where(lhave & port_newer, ts, cell_ts[:, N_COUNTERS:])
+        self._cell_ts[ports] = cell_ts
+        self._port_ts[ports] = np.maximum(self._port_ts[ports], ts)
 
     def snapshot(self, now_ns: int | None = None) -> Snapshot:
         """Values as of ``now_ns`` (default: the newest sample seen)."""
         now = self.newest_ns if now_ns is None else now_ns
         port_fresh = (self._port_ts >= 0) & (now - self._port_ts <= self.stale_ns)
         node_fresh = (self._node_ts >= 0) & (now - self._node_ts <= self.stale_ns)
-        values = np.where(port_fresh[:, None], self._values, np.nan)
+        cell_fresh = (self._cell_ts >= 0) & (now - self._cell_ts <= self.stale_ns)
+        values = np.where(port_fresh[:, None] & cell_fresh, self._values, np.nan)
         return Snapshot(now, values, port_fresh, node_fresh, self._port_ts >= 0)
 
 

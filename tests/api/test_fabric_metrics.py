@@ -219,9 +219,6 @@ def test_frames_on_the_bus_reach_the_gauges_and_bad_records_are_set_aside() -> N
         pytest.approx(0.4), "spine->leaf read at the leaf: 160 Gb/s of 400"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FabricView keeps one timestamp per port: a frame carrying only some of a port's "
-    "metrics (a separate gNMI notification) restarts the interval of the others"))
 def test_a_frame_with_part_of_a_ports_metrics_does_not_skew_the_others() -> None:
     fm, reg = metrics(small_fabric())
     state_only = frame("leaf-0", 1.5, {"leaf-0:eth1": {"oper_status": 1}})

@@ -11,7 +11,7 @@ from fabricops.core.frame import Frame, Source
 from fabricops.rca.features import FEATURES
 from fabricops.rca.model import CLASSES, ModelError, RcaModel
 from fabricops.rca.view import COL, FabricView, PortIndex
-from fabricops.simulator.builders import fat_tree
+from fabricops.simulator.builders import fat_tree, leaf_spine
 
 T0 = 1_767_225_600_000_000_000
 
@@ -93,3 +93,31 @@ def test_a_model_of_another_format_version_is_refused(tmp_path: Path) -> None:
     path.write_bytes(len(header).to_bytes(4, "big") + header + data[4 + n:])
     with pytest.raises(ModelError, match="format version 99"):
         RcaModel.load(path)
+
+
+def test_a_failover_to_another_source_does_not_rate_across_sources() -> None:
+    """SNMP and gNMI counters of one port are not comparable: after a failover the
+    first sample of the new source starts the rates again instead of making one."""
+    topo = leaf_spine(gpus=16, nics_per_host=4, leaf_radix=8, spine_radix=8)
+    view = FabricView(PortIndex(topo), stale_s=2.0)
+    port = "leaf-0:eth1"
+    s = 10**9
+
+    def sample(ts_s: float, octets: int, source: str) -> Frame:
+        return Frame.build("leaf-0", int(ts_s * s), source, 0, [port], ["out_octets"],
+                           [octets])
+
+    view.ingest([sample(0, 1_000, "gnmi"), sample(1, 2_000, "gnmi")])
+    assert view.snapshot().col("out_octets")[view.index.port_of[port]] == 1_000.0
+    view.ingest([sample(4, 9_000_000, "snmp")])  # gNMI silent past stale_s: failover
+    assert np.isnan(view.snapshot().col("out_octets")[view.index.port_of[port]])
+    view.ingest([sample(5, 9_000_500, "snmp")])
+    assert view.snapshot().col("out_octets")[view.index.port_of[port]] == 500.0
+
+
+def test_roots_on_the_same_nodes_are_one_incident_and_others_are_new() -> None:
+    from fabricops.rca.engine import related
+    assert related("host-020:nic5", "host-020:nic5~leaf-5:eth6")
+    assert related("spine-6", "leaf-1:eth50~spine-6:eth2")
+    assert not related("host-020:nic5", "host-034:nic4")
+    assert not related("leaf-1:eth50~spine-4:eth6", "leaf-2:eth40~spine-1:eth12")
