@@ -113,7 +113,7 @@ def _incident(d: Diagnosis, actions: list[Action], topology: Topology | None) ->
         neighbours=neighbours(topology, d.root) if topology is not None else [],
         since=_time(d.onset_ns), last_seen=_time(d.ts_ns), confidence=d.confidence,
         alternatives=[r for r in d.ranked if r.entity != d.root][:3],
-        evidence=list(d.evidence), missing=list(d.missing),
+        evidence=list(dict.fromkeys(d.evidence)), missing=list(d.missing),
         affected_jobs=list(d.affected_jobs), affected_hosts=list(d.affected_hosts),
         recommended=d.action, actions=[_summary_of(a) for a in ordered],
         status=_status(ordered))

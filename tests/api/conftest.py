@@ -60,7 +60,7 @@ def gray_link(*, ago_s: float = 5.0, onset_ago_s: float = 30.0, incident: str = 
                 RankedEntity(entity="leaf-0", kind="switch", probability=0.04,
                              fault_type="ecn_misconfig")),
         evidence=(Evidence(entity="leaf-0:eth1", signal="fcs_error_ratio", value=1e-3,
-                           baseline=0.0, note="FCS errors on one direction"),),
+                           baseline=0.0, note="FCS errors on one direction"),) * 2,
         affected_hosts=("host-000",), affected_jobs=("job-llm-01",),
         action="drain the link from WCMP at both ends")
 

@@ -56,7 +56,7 @@ def test_diagnose_names_the_fault_its_place_and_what_was_done(
     assert incident["neighbours"] == ["host-000", "leaf-0"]
     assert incident["confidence"] == 0.93
     assert incident["affected_jobs"] == ["job-llm-01"]
-    assert incident["evidence"][0]["signal"] == "fcs_error_ratio"
+    assert [e["signal"] for e in incident["evidence"]] == ["fcs_error_ratio"]
     assert incident["alternatives"][0]["entity"] == "leaf-0"
     assert incident["status"] == "proposed"
     assert incident["actions"][0]["id"] == "act-1"
