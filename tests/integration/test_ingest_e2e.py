@@ -124,7 +124,7 @@ def test_every_published_frame_and_report_is_consumed(
     finally:
         bus.stop()
     assert set(status.frames) == {"snmp", "gnmi"}
-    assert live.targets_up == {"snmp": (80, 80), "gnmi": (80, 80)}
+    assert live.targets_up == {"snmp": (80, 80), "gnmi": (80, 80), "int": (1, 1)}
     assert status.int_reports > 0
     assert {k[0] for k in published} == set(fabric.switches)
     assert len(recorder.published) == len(published), "collectors never publish a key twice"
