@@ -231,3 +231,21 @@ def test_every_dashboard_query_returns_data(injected: Stack, prometheus: str) ->
     assert not empty, "dashboard queries without data:\n" + "\n".join(empty)
     up = _query(prometheus, 'up{job="fabricops"}')
     assert [r["value"][1] for r in up] == ["1"]
+
+
+def test_series_and_devices_answer_from_the_running_stack(injected: Stack) -> None:
+    def rates() -> list[Any] | None:
+        status, body = _get(f"{injected.api}/api/v1/series?" + urllib.parse.urlencode(
+            {"entity": "leaf-1:eth50", "metric": "out_octets", "rate": "true",
+             "since_s": 600}))
+        points = json.loads(body)["points"] if status == 200 else []
+        return points if len(points) >= 2 else None
+
+    points = wait_for(rates, 120.0, "no stored out_octets rates for leaf-1:eth50")
+    assert all(value is None or value >= 0 for _, value in points)
+    status, body = _get(f"{injected.api}/api/v1/devices/leaf-1")
+    assert status == 200
+    ports = {p["port"]: p for p in json.loads(body)["ports"]}
+    assert ports["leaf-1:eth50"]["link"] == FAULTY_LINK
+    status, _ = _get(f"{injected.api}/api/v1/series?entity=leaf-1:eth50&metric=bogus")
+    assert status == 400
