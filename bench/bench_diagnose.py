@@ -6,9 +6,9 @@ time) as its own process, then one
 fault at a time: inject it through the API (as ``fabricops sim inject``
 does), poll ``/api/v1/diagnose`` (what ``fabricops diagnose`` asks) every
 0.2 s until an open incident names the injected entity (or a part of it: a
-host's NIC, a NIC's link), and let the fault end
-(25 s) before the next. Prints wall seconds from injection to
-the first answer that names it, per fault, and the median and max.
+host's NIC, a NIC's link), and let the fault end (25 s) and its symptoms
+settle (15 s) before the next. Prints wall seconds from injection to the first
+answer that names it, per fault, and the median and max.
 
     python bench/bench_diagnose.py [--rounds 2]
 """
@@ -34,8 +34,8 @@ FAULTS = [
     ("gray_loss", "leaf-2:eth40~spine-1:eth12", {"loss_rate": 1e-3}),
     ("pfc_storm", "host-012:nic3", {}),
     ("nic_down", "host-020:nic5", {}),
-    ("switch_down", "spine-6", {}),
     ("slow_receiver", "host-030", {}),
+    ("switch_down", "spine-6", {}),
 ]
 HEALTHY = """name: demo-healthy
 seed: 7
@@ -46,6 +46,7 @@ jobs:
      comm_bytes_per_nic: 5.0e+10}
 """
 FAULT_S = 25.0
+GAP_S = 15.0  # after a fault ends, before the next: its symptoms settle
 TIMEOUT_S = 30.0
 
 
@@ -124,7 +125,7 @@ def main() -> None:
                     results.append((fault, entity, took))
                     shown = "not named" if took != took else f"{took:5.1f} s"
                     print(f"{fault:15s} {entity:28s} {shown:>9s}  {said}", flush=True)
-                    time.sleep(FAULT_S + 5.0 - (took if took == took else TIMEOUT_S))
+                    time.sleep(FAULT_S + GAP_S - (took if took == took else TIMEOUT_S))
         finally:
             proc.send_signal(signal.SIGINT)
             proc.wait(timeout=60)
