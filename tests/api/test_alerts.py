@@ -272,15 +272,18 @@ def test_offsets_are_committed_only_once_the_alerts_are_stored(
 def test_a_receiver_that_is_down_or_hangs_does_not_delay_another(
         bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver]) -> None:
     hanging, down, ops = receivers(), receivers(started=False), receivers()
-    hanging.default = Answer(delay_s=3.0)
-    config = fast(hook("hanging", hanging.url, timeout_s=2.0), hook("down", down.url),
+    hanging.default = Answer(delay_s=6.0)
+    config = fast(hook("hanging", hanging.url, timeout_s=5.0), hook("down", down.url),
                   hook("ops", ops.url))
     records = [diagnosis("inc-1", 0), diagnosis("inc-2", 1), diagnosis("inc-3", 2)]
-    with dispatching(config, bus, db_url):
-        started = time.monotonic()
-        publish(bus, *records)
+    registry = CollectorRegistry()
+    with dispatching(config, bus, db_url, registry):
+        publish(bus, records[0])
+        wait_for(lambda: len(hanging.requests) == 1, what="a POST hanging")
+        publish(bus, *records[1:])
         wait_for(lambda: len(ops.requests) == 3, what="the healthy receiver's alerts")
-        assert time.monotonic() - started < 1.5
+        # published after the hanging POST began, delivered before it timed out
+        assert sample(registry, "fabricops_alerts_failed_attempts_total", "hanging") == 0
         assert len(hanging.requests) == 1
 
 
