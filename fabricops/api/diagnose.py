@@ -90,20 +90,27 @@ def build_report(diagnoses: Sequence[Diagnosis], actions: Sequence[Action],
                  topology: Topology | None, *, now_ns: int,
                  active_s: float = ACTIVE_S) -> DiagnoseReport:
     """The incidents among ``diagnoses`` (newest revision each) still open at ``now_ns``."""
+    by_diagnosis: dict[str, list[Action]] = {}
+    for a in actions:
+        by_diagnosis.setdefault(a.diagnosis_id, []).append(a)
+    incidents = [_incident(d, by_diagnosis.get(d.id, []), topology)
+                 for d in open_incidents(diagnoses, now_ns=now_ns, active_s=active_s)]
+    health = _health(incidents)
+    return DiagnoseReport(health=health, summary=_summary(health, incidents),
+                          checked_at=_time(now_ns), incidents=incidents)
+
+
+def open_incidents(diagnoses: Sequence[Diagnosis], *, now_ns: int,
+                   active_s: float = ACTIVE_S) -> list[Diagnosis]:
+    """The newest revision of each incident revised within ``active_s`` of ``now_ns``,
+    most confident first."""
     newest: dict[str, Diagnosis] = {}
     for d in diagnoses:
         if d.id not in newest or d.ts_ns > newest[d.id].ts_ns:
             newest[d.id] = d
     horizon = now_ns - int(active_s * 1e9)
-    by_diagnosis: dict[str, list[Action]] = {}
-    for a in actions:
-        by_diagnosis.setdefault(a.diagnosis_id, []).append(a)
-    incidents = [_incident(d, by_diagnosis.get(d.id, []), topology)
-                 for d in sorted(newest.values(), key=lambda d: -d.confidence)
-                 if d.ts_ns >= horizon]
-    health = _health(incidents)
-    return DiagnoseReport(health=health, summary=_summary(health, incidents),
-                          checked_at=_time(now_ns), incidents=incidents)
+    return sorted((d for d in newest.values() if d.ts_ns >= horizon),
+                  key=lambda d: -d.confidence)
 
 
 def _incident(d: Diagnosis, actions: list[Action], topology: Topology | None) -> Incident:

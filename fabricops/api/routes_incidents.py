@@ -9,7 +9,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.api.auth import Authorized, Ctx
-from fabricops.api.diagnose import DiagnoseReport, build_report
+from fabricops.api.diagnose import DiagnoseReport, build_report, open_incidents
 from fabricops.api.routes_fabric import EndNs, Limit, SinceS, StartNs, window
 from fabricops.core.actions import Action, ActionState
 from fabricops.core.records import Diagnosis
@@ -41,11 +41,12 @@ def diagnoses(ctx: Ctx, start_ns: StartNs = None, end_ns: EndNs = None,
 @router.get("/diagnose", summary="What is wrong now, where, since when, how sure, what "
                                   "fabricops did about it")
 def diagnose(ctx: Ctx) -> DiagnoseReport:
-    latest = ctx.stored().latest_diagnoses(limit=50)
-    actions: list[Action] = []
-    for d in latest:
-        actions.extend(ctx.stored().actions(diagnosis_id=d.id, limit=20))
-    return build_report(latest, actions, ctx.topology, now_ns=_now_ns(latest),
+    store = ctx.stored()
+    latest = store.latest_diagnoses(limit=50)
+    now_ns = _now_ns(latest)
+    opened = open_incidents(latest, now_ns=now_ns, active_s=ctx.config.active_s)
+    actions = [a for d in opened for a in store.actions(diagnosis_id=d.id, limit=20)]
+    return build_report(opened, actions, ctx.topology, now_ns=now_ns,
                         active_s=ctx.config.active_s)
 
 

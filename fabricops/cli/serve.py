@@ -19,6 +19,7 @@ from fabricops.api.alerts import AlertDispatcher, load_alerts_config
 from fabricops.api.context import ApiConfig, ApiContext
 from fabricops.api.platform_metrics import PlatformMetrics, PlatformMetricsConfig
 from fabricops.api.server import ApiServer
+from fabricops.api.stack_metrics import StackMetrics
 from fabricops.cli.common import stderr_console, user_errors
 from fabricops.cli.serve_common import (
     Bootstrap,
@@ -31,17 +32,16 @@ from fabricops.cli.serve_common import (
     open_bus,
     run_until_stopped,
 )
-from fabricops.cli.up_api import StackMetrics
 from fabricops.core.actions import ActionMode, StepOp
 from fabricops.core.inventory import load_inventory
 from fabricops.core.placement import load_placement
-from fabricops.core.topology import Topology, load_topology
+from fabricops.core.topology import load_topology
 from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.remediation.actuator import Actuator, Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
-from fabricops.remediation.gnmi_actuator import GnmiSetActuator, GnmiSetConfig
+from fabricops.remediation.gnmi_actuator import GnmiSetActuator
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
 from fabricops.remediation.watch import FabricWatch
 from fabricops.remediation.webhook import (
@@ -67,10 +67,6 @@ def _metrics(port: int, registry: CollectorRegistry) -> str:
     return f"metrics on :{port}/metrics"
 
 
-def _topology(path: Path) -> Topology:
-    return load_topology(path)
-
-
 @app.command("pipeline")
 def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabricops.db",
                  bus_kind: BusKind = "kafka", bootstrap: Bootstrap = "127.0.0.1:9092",
@@ -81,7 +77,7 @@ def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabr
     """
     console = stderr_console()
     with user_errors():
-        topo = _topology(topology)
+        topo = load_topology(topology)
         registry = CollectorRegistry()
         bus = open_bus(bus_kind, bootstrap, registry)
         service = PipelineService(PipelineServiceConfig.model_validate(
@@ -104,7 +100,7 @@ def rca_cmd(topology: TopologyFile, jobs: JobsFile = None,
     """
     console = stderr_console()
     with user_errors():
-        topo = _topology(topology)
+        topo = load_topology(topology)
         placement = load_placement(jobs, topo) if jobs else None
         registry = CollectorRegistry()
         store = Store(StoreConfig(url=db))
@@ -148,7 +144,7 @@ def remediation_cmd(
     """
     console = stderr_console()
     with user_errors():
-        topo = _topology(topology)
+        topo = load_topology(topology)
         placement = load_placement(jobs, topo) if jobs else None
         registry = CollectorRegistry()
         actuators = _actuators(inventory, hook, secret, registry)
@@ -179,12 +175,10 @@ def _actuators(inventory: Path | None, hook: str, secret: str,
             {"url": hook, "secret": secret}), registry=registry), registry=registry)
         by_op.update(dict.fromkeys(actuator.ops, actuator))
     if inventory is not None:
-        targets = load_inventory(inventory).by_protocol("gnmi")
-        if not targets:
-            raise ValueError(f"{inventory}: no gNMI target to send port changes to")
-        creds = targets[0].gnmi.model_dump(include={"username", "password", "insecure"})
-        gnmi = GnmiSetActuator(GnmiSetConfig.model_validate(creds),
-                               {t.device: t.address for t in targets}, registry)
+        try:
+            gnmi = GnmiSetActuator.for_inventory(load_inventory(inventory), registry)
+        except ValueError as exc:
+            raise ValueError(f"{inventory}: {exc}") from None
         by_op.update(dict.fromkeys(gnmi.ops, gnmi))
     return Actuators(by_op)
 
@@ -217,7 +211,7 @@ def api_cmd(
     """
     console = stderr_console()
     with user_errors():
-        topo = _topology(topology) if topology else None
+        topo = load_topology(topology) if topology else None
         store = Store(StoreConfig(url=db))
         store.start()
         ctx = ApiContext(config=ApiConfig.model_validate(

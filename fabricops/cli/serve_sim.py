@@ -91,8 +91,7 @@ def _write_files(fabric: SimulatedFabric, out: Path, advertise: str,
     """Topology, placement and inventory, each written whole then renamed into place."""
     out.mkdir(parents=True, exist_ok=True)
     sim = fabric.sim
-    jobs = {spec.name: [sim.fabric.node_ids[h] for h in hosts]
-            for spec, hosts in zip(sim.workload.specs, sim.workload.hosts, strict=True)}
+    jobs = sim.placement()
     inventory = _advertised(fabric.inventory(), advertise, int_listen)
     written = []
     for name, write in (

@@ -15,11 +15,12 @@ from rich.text import Text
 
 from fabricops.api.alerts import AlertDispatcher
 from fabricops.api.platform_metrics import PlatformMetrics, PlatformMetricsConfig
+from fabricops.api.stack_metrics import StackMetrics
 from fabricops.cli.common import fail, stderr_console, stderr_is_terminal, user_errors
 from fabricops.cli.serve_common import MetricsPort, open_bus, run_until_stopped
 from fabricops.cli.sim import choose_scenario
 from fabricops.cli.up_analysis import ACTUATORS, start_analysis
-from fabricops.cli.up_api import StackMetrics, alerts_config, start_api
+from fabricops.cli.up_api import alerts_config, start_api
 from fabricops.cli.up_api import api_token as make_token
 from fabricops.collectors.collection import PROTOCOLS, Collection, CollectionStatus
 from fabricops.core.actions import ActionMode

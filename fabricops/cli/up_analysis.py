@@ -18,7 +18,7 @@ from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.remediation.actuator import Actuator, Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
-from fabricops.remediation.gnmi_actuator import GnmiSetActuator, GnmiSetConfig
+from fabricops.remediation.gnmi_actuator import GnmiSetActuator
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
 from fabricops.remediation.sim_actuator import SimulatorActuator
 from fabricops.remediation.watch import FabricWatch
@@ -50,8 +50,7 @@ def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMo
         raise ValueError(f"--actuator must be one of {', '.join(ACTUATORS)}, not {actuator!r}")
     sim = fabric.sim
     topo = sim.fabric.topology
-    placement = {spec.name: [sim.fabric.node_ids[h] for h in hosts]
-                 for spec, hosts in zip(sim.workload.specs, sim.workload.hosts, strict=True)}
+    placement = sim.placement()
     store = Store(StoreConfig(url=db))
     store.start()
     rca = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store,
@@ -70,11 +69,6 @@ def _actuators(fabric: SimulatedFabric, kind: str) -> Actuators:
     sim_act = SimulatorActuator(fabric.call)
     by_op: dict[StepOp, Actuator] = dict.fromkeys(sim_act.ops, sim_act)
     if kind == "gnmi":
-        inventory = fabric.inventory()
-        targets = [t for t in inventory.targets if t.protocol == "gnmi"]
-        creds = targets[0].gnmi.model_dump(include={"username", "password", "insecure"}) \
-            if targets else {}
-        gnmi = GnmiSetActuator(GnmiSetConfig.model_validate(creds),
-                               {t.device: t.address for t in targets})
+        gnmi = GnmiSetActuator.for_inventory(fabric.inventory())
         by_op.update(dict.fromkeys(gnmi.ops, gnmi))
     return Actuators(by_op)

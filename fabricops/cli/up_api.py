@@ -1,5 +1,4 @@
-"""The API half of ``fabricops up``: REST, /metrics and fault injection on loopback,
-and the platform and fabric metrics it serves.
+"""The API half of ``fabricops up``: REST, /metrics and fault injection on loopback.
 
 Without ``--api-token`` a fresh token is made for the run and written to
 ``fabricops-data/api.token`` (mode 0600), where ``fabricops sim inject`` and
@@ -16,15 +15,9 @@ from prometheus_client import CollectorRegistry
 
 from fabricops.api.alerts import AlertReceiver, AlertsConfig, load_alerts_config
 from fabricops.api.context import ApiConfig, ApiContext
-from fabricops.api.fabric_metrics import FabricMetrics, FabricMetricsConfig
-from fabricops.api.platform_metrics import NewestFrameTime, PlatformMetrics, PlatformMetricsConfig
 from fabricops.api.server import ApiServer
 from fabricops.api.sim_injector import SimFaultInjector
 from fabricops.cli.api_client import TOKEN_FILE
-from fabricops.collectors.collection import Collection
-from fabricops.core.bus import Bus
-from fabricops.core.topology import Topology
-from fabricops.pipeline.service import PipelineService
 from fabricops.simulator.agents.service import SimulatedFabric
 from fabricops.store.store import Store
 
@@ -39,26 +32,6 @@ def api_token(given: str, token_file: Path = TOKEN_FILE) -> str:
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(token + "\n")
     return token
-
-
-class StackMetrics:
-    """The platform and fabric metrics of a pipeline process, on ``registry``: started
-    at construction, ``stop`` ends them. ``collection`` adds the collectors' health."""
-
-    def __init__(self, registry: CollectorRegistry, bus: Bus, pipeline: PipelineService,
-                 topology: Topology, collection: Collection | None = None) -> None:
-        newest = NewestFrameTime()
-        pipeline.worker.on_batch.append(newest.observe)
-        self.fabric = FabricMetrics(FabricMetricsConfig(), bus, topology, registry)
-        self.platform = PlatformMetrics(PlatformMetricsConfig(), pipeline.store,
-                                        collection=collection, newest_frame_ns=newest,
-                                        registry=registry)
-        self.fabric.start()
-        self.platform.start()
-
-    def stop(self) -> None:
-        self.platform.stop()
-        self.fabric.stop()
 
 
 def alerts_config(alerts_file: Path | None, webhook: str, secret: str,

@@ -103,9 +103,7 @@ def replay(ls: LabelledScenario, model: RcaModel | None, *, collect: bool = Fals
     bus.start()
     frames_out, int_out = BusFrameSink(bus), BusIntSink(bus)
     consumer = bus.subscribe([topic_name(Topic.TELEMETRY), topic_name(Topic.INT)], "rca")
-    jobs = {spec.name: [sim.fabric.node_ids[h] for h in hosts]
-            for spec, hosts in zip(sim.workload.specs, sim.workload.hosts, strict=True)}
-    engine = RcaEngine(topo, model, config, jobs)
+    engine = RcaEngine(topo, model, config, sim.placement())
     cand = engine.candidates
     result = ReplayResult(ls, cand, truth_of(sim, cand))
     rng = np.random.default_rng(ls.seed)

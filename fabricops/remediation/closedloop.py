@@ -84,7 +84,7 @@ def run_loop(fault: dict[str, Any] | None, model: RcaModel, config: RemediationC
                                   "closed loop")
     sim = build_simulator(scenario)
     topo = sim.fabric.topology
-    placement = _placement(sim)
+    placement = sim.placement()
     bus = MemoryBus()
     bus.start()
     frames_out, int_out = BusFrameSink(bus), BusIntSink(bus)
@@ -149,11 +149,6 @@ def run_loop(fault: dict[str, Any] | None, model: RcaModel, config: RemediationC
     out.relative = [_relative(r, k, ref) for r, k in zip(out.goodput_bps, phases, strict=True)]
     _score(out, onset)
     return out
-
-
-def _placement(sim: Simulator) -> dict[str, list[str]]:
-    return {spec.name: [sim.fabric.node_ids[h] for h in hosts]
-            for spec, hosts in zip(sim.workload.specs, sim.workload.hosts, strict=True)}
 
 
 class JobMeter:

@@ -32,6 +32,7 @@ from fabricops.collectors.gnmi_config import (
 )
 from fabricops.core.actions import Action, Param, Step, StepOp
 from fabricops.core.entities import EntityError, split_port
+from fabricops.core.inventory import Inventory
 from fabricops.remediation.actuator import ActuatorError
 
 _MAX_MESSAGE_BYTES = 4 << 20
@@ -65,6 +66,18 @@ class GnmiSetActuator:
         self._metrics = _Metrics(self.registry)
         self._endpoints = {device: self._endpoint(device, address)
                            for device, address in addresses.items()}
+
+    @classmethod
+    def for_inventory(cls, inventory: Inventory,
+                      registry: CollectorRegistry | None = None) -> GnmiSetActuator:
+        """Every gNMI target of ``inventory``, with the first target's credentials;
+        ValueError if the inventory has none."""
+        targets = inventory.by_protocol("gnmi")
+        if not targets:
+            raise ValueError("the inventory has no gNMI target to send port changes to")
+        creds = targets[0].gnmi.model_dump(include={"username", "password", "insecure"})
+        return cls(GnmiSetConfig.model_validate(creds),
+                   {t.device: t.address for t in targets}, registry)
 
     def _endpoint(self, device: str, address: str) -> GnmiEndpoint:
         cfg = self.config

@@ -104,6 +104,11 @@ class Simulator:
             senders = self.control.incast_flows(spec, len(self.faults.faults))
         return self.faults.add(spec, senders)
 
+    def placement(self) -> dict[str, list[str]]:
+        """Job name -> the ids of its hosts: what a scheduler tells the platform."""
+        return {spec.name: [self.fabric.node_ids[h] for h in hosts]
+                for spec, hosts in zip(self.workload.specs, self.workload.hosts, strict=True)}
+
     def ground_truth(self) -> list[GroundTruth]:
         """What was injected, for scoring diagnoses. Not visible to the platform."""
         return self.faults.ground_truth(self.time_s)

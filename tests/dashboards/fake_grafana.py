@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.local_http import serve, shut
 
 TOKEN = "glsa_test_token"
 USER, PASSWORD = "admin", "s3cret"
@@ -92,12 +93,9 @@ class FakeGrafana:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = serve(Handler, 0)
         self.port = int(self._server.server_address[1])
-        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from tests.local_http import serve, shut
 
 
 @dataclass(frozen=True)
@@ -65,15 +66,12 @@ class Receiver:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server = serve(Handler, self.port)
         self.port = int(self._server.server_address[1])
-        threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True).start()
 
     def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        shut(self._server)
+        self._server = None
 
 
 @pytest.fixture
