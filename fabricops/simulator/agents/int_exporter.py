@@ -1,11 +1,14 @@
 """INT exporter of the simulated fabric: Telemetry Report v2.0 packets with INT-MD stacks.
 
-After each tick (``on_tick``), for a random sample of live workload flows and
-for every probe flow, the flow's sink switch (the last switch on its path)
-sends one report whose INT-MD stack holds one hop per switch on the path, as
-if the INT source (the first switch) had stamped a packet of the flow and
-every switch had pushed its metadata. A flow whose path is cut by a down link,
-or whose sink is not reporting, yields no report (its packet was lost).
+After each tick (``on_tick``), for every workload flow that is new or whose
+path changed since it was last reported (up to ``path_change_reports_per_tick``,
+as an INT sink's flow table with change detection reports them), for a random
+sample of the other live workload flows, and for every probe flow, the flow's
+sink switch (the last switch on its path) sends one report whose INT-MD stack
+holds one hop per switch on the path, as if the INT source (the first switch)
+had stamped a packet of the flow and every switch had pushed its metadata. A
+flow whose path is cut by a down link, or whose sink is not reporting, yields
+no report (its packet was lost).
 
 Per hop, from the tick just simulated:
 - node id: switch ordinal + 1 (``node_names`` maps it back to the switch name);
@@ -47,7 +50,7 @@ from fabricops.core.probes import ProbeFlow
 from fabricops.simulator.agents.int_wire import WireOptions, encode_packets
 from fabricops.simulator.fabric import Fabric
 from fabricops.simulator.observe import TickObservation
-from fabricops.simulator.routing import Router, flow_keys
+from fabricops.simulator.routing import Router, flow_keys, mix64
 from fabricops.simulator.workload import Workload
 
 I64 = NDArray[np.int64]
@@ -67,6 +70,9 @@ class IntExporterConfig(BaseModel):
     collector_host: str = "127.0.0.1"
     collector_port: int = Field(default=32766, ge=1, le=65535)
     sample_flows_per_tick: int = Field(default=16, ge=0, description="Workload flows reported")
+    path_change_reports_per_tick: int = Field(
+        default=1024, ge=0, description="New or re-routed flows reported at once (0: none); "
+        "the rest wait for the next tick")
     probe_flows: tuple[ProbeFlow, ...] = Field(default=(), description="Reported every tick")
     instructions: int = Field(default=DEFAULT_INSTRUCTIONS, ge=0, le=0xFFFF,
                               description="INT-MD instruction bitmap")
@@ -188,6 +194,9 @@ class _Metrics:
                                registry=registry)
         self.send_errors = Counter("fabricops_int_exporter_send_errors",
                                    "Report packets the socket refused", registry=registry)
+        self.changes = Counter("fabricops_int_exporter_path_changes",
+                               "Flows reported because they are new or their path changed",
+                               registry=registry)
         self.lost = Counter("fabricops_int_exporter_lost_flows",
                             "Flows chosen for a report that had none, by reason",
                             ["reason"], registry=registry)
@@ -210,6 +219,7 @@ class IntExporter:
         self._ifnum = np.array([_interface_number(p) for p in fab.port_ids], np.int64)
         self._rng = np.random.default_rng(config.seed)
         self._seq = np.zeros(len(fab.switch_nodes) + 2, np.int64)
+        self._reported = np.zeros(0, np.uint64)  # per flow: signature of its last reported path
         self._probes = self._resolve(config.probe_flows)
 
     def start(self) -> None:
@@ -247,11 +257,26 @@ class IntExporter:
         return self._batch(src, src.last, paths, *flows)
 
     def _sampled(self, src: IntSource) -> tuple[I64, I64, I64, NDArray[np.int32]]:
-        fl = src.workload.flows
+        """New or re-routed flows first (capped), then a random sample of the others."""
+        fl, cfg = src.workload.flows, self.config
         epath, dead = src.effective_paths()
         live = np.flatnonzero(fl.active & (dead < 0) & (epath[:, 0] != src.fabric.dummy_channel))
-        k = min(self.config.sample_flows_per_tick, len(live))
-        pick = np.sort(self._rng.choice(live, size=k, replace=False)) if k else live[:0]
+        if len(self._reported) < len(fl.sport):
+            grown = np.zeros(len(fl.sport), np.uint64)
+            grown[: len(self._reported)] = self._reported
+            self._reported = grown
+        sig = path_signature(epath[live], fl.sport[live])
+        moved = np.flatnonzero(self._reported[live] != sig)
+        if len(moved) > cfg.path_change_reports_per_tick:
+            moved = np.sort(self._rng.choice(moved, size=cfg.path_change_reports_per_tick,
+                                             replace=False))
+        self._metrics.changes.inc(len(moved))
+        rest = np.delete(np.arange(len(live)), moved)
+        k = min(cfg.sample_flows_per_tick, len(rest))
+        extra = self._rng.choice(rest, size=k, replace=False) if k else rest[:0]
+        chosen = np.sort(np.concatenate((moved, extra)))
+        self._reported[live[chosen]] = sig[chosen]
+        pick = live[chosen]
         return (fl.src_nic[pick].astype(np.int64), fl.dst_nic[pick].astype(np.int64),
                 fl.sport[pick].astype(np.int64), epath[pick])
 
@@ -357,6 +382,15 @@ _HOP_BITS: Final = {
 def _interface_number(port_id: str) -> int:
     match = _IFNUM.search(port_id.rpartition(":")[2])
     return int(match.group(1)) if match and int(match.group(1)) < 0xFFFF else 0xFFFF
+
+
+def path_signature(paths: NDArray[np.int32], sport: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """Per flow: a 64-bit digest of its source port and path (never 0, the "unseen" mark)."""
+    h = mix64(sport.astype(np.uint64))
+    for col in paths.T:
+        h = mix64(h ^ col.astype(np.uint64))
+    out: NDArray[np.uint64] = np.maximum(h, np.uint64(1))
+    return out
 
 
 def _same_width(paths: tuple[NDArray[np.int32], ...], dummy: int) -> list[NDArray[np.int32]]:

@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from fabricops.collectors.int_receiver import IntListSink, IntReceiver, IntReceiverConfig
+from fabricops.core.faults import FaultType
 from fabricops.core.intreport import IntBatch
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
 from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.faults import FaultSpec
 from fabricops.simulator.routing import flow_keys
 from fabricops.simulator.workload import JobSpec
 
@@ -103,7 +105,8 @@ def test_reports_of_sampled_flows_follow_their_paths(
 def test_probe_flows_are_reported_along_their_routed_paths(
         sim: Simulator, receiver: tuple[IntReceiver, IntListSink]) -> None:
     rx, sink = receiver
-    exporter, got = export_once(sim, rx, sink, sample_flows_per_tick=0, probe_flows=PROBES)
+    exporter, got = export_once(sim, rx, sink, sample_flows_per_tick=0,
+                                path_change_reports_per_tick=0, probe_flows=PROBES)
     assert got.n_reports == len(PROBES)
     fab = sim.fabric
     for _i, (src, dst, sport) in enumerate(PROBES):
@@ -138,6 +141,45 @@ def test_flows_cut_by_a_down_link_send_no_report(sim: Simulator) -> None:
     node, _, eth = port.partition(":")
     assert (node, int(eth.removeprefix("eth"))) not in egress
     assert exporter.on_tick(sim) == len(sender.datagrams) == batch.n_reports
+
+
+def flow_ids(batch: IntBatch) -> set[tuple[int, int, int]]:
+    return set(zip(batch.src_ip.tolist(), batch.dst_ip.tolist(), batch.sport.tolist(),
+                   strict=True))
+
+
+def test_new_and_rerouted_flows_are_reported_at_once_and_only_then(sim: Simulator) -> None:
+    exporter = IntExporter(IntExporterConfig(sample_flows_per_tick=0), sim, ListSender())
+    live = int(sim.workload.flows.active.sum())
+    assert exporter.build_batch(sim).n_reports == live  # every flow is new to the sink
+    sim.step()
+    assert exporter.build_batch(sim).n_reports == 0  # nothing moved
+    leaf = sim.fabric.node_switch[sim.fabric.node_ids.index("leaf-0")]
+    before = sim.paths.copy()
+    sim.add_fault(FaultSpec(type=FaultType.HASH_POLARIZATION, entity="leaf-0",
+                            start_s=sim.time_s))
+    sim.step()
+    moved = np.flatnonzero((sim.paths != before).any(axis=1) & sim.workload.flows.active)
+    assert sim.router.l3_only[leaf]
+    assert moved.size > 0
+    fl = sim.workload.flows
+    want = {(int(fl.src_nic[f]) + 0x0A000001, int(fl.dst_nic[f]) + 0x0A000001, int(fl.sport[f]))
+            for f in moved.tolist()}
+    assert flow_ids(exporter.build_batch(sim)) == want
+
+
+def test_rerouted_flows_beyond_the_cap_wait_for_the_next_tick(sim: Simulator) -> None:
+    exporter = IntExporter(IntExporterConfig(sample_flows_per_tick=0,
+                                             path_change_reports_per_tick=5), sim, ListSender())
+    live = int(sim.workload.flows.active.sum())
+    seen: set[tuple[int, int, int]] = set()
+    for _ in range(-(-live // 5)):
+        batch = exporter.build_batch(sim)
+        assert batch.n_reports == 5 or batch.n_reports == live % 5
+        assert not flow_ids(batch) & seen
+        seen |= flow_ids(batch)
+    assert len(seen) == live
+    assert exporter.build_batch(sim).n_reports == 0
 
 
 def test_probe_ports_must_be_nics(sim: Simulator) -> None:
