@@ -37,6 +37,9 @@ class RuleConfig(BaseModel):
     fan_in: int = Field(default=3, ge=2, description="Senders into one NIC at line rate")
     polar_log_p: float = Field(default=6.0, gt=0,
                                description="-log10 chance that QPs agree on uplinks by luck")
+    rehashed_flows: int = Field(default=2, ge=1,
+                                description="Flows moved between stable uplinks, after which "
+                                "every QP pair agrees")
     retrans_ratio: float = Field(default=1e-4, gt=0, description="Retransmits per packet sent")
 
 
@@ -96,6 +99,11 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
         if sw_of_node[node] >= 0:
             out.append(Symptom(int(sw_of_node[node]), "same_uplink_for_every_qp",
                                "hash_polarization", float(polar[node]), 3.5))
+    rehashed = (paths.moved >= c.rehashed_flows) & (paths.agree >= 1.0) & (paths.agree_n >= 2)
+    for node in np.flatnonzero(rehashed & (polar < c.polar_log_p)).tolist():
+        if sw_of_node[node] >= 0:
+            out.append(Symptom(int(sw_of_node[node]), "flows_rehashed_onto_one_uplink",
+                               "hash_polarization", float(paths.moved[node]), 3.4))
     return out
 
 

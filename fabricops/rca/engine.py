@@ -2,7 +2,8 @@
 
 ``ingest_frames`` / ``ingest_int`` fold decoded telemetry into the view;
 ``step(now_ns)`` derives signals, runs the detection rules and, while any
-symptom is active, scores every candidate with the model and returns a
+symptom is active, scores the candidates near a symptom (on a node a symptom
+is on, or on the INT path of a flow that saw loss) with the model and returns a
 :class:`~fabricops.core.records.Diagnosis` when the best candidate passes the
 confidence floor. Missing telemetry (a device or port gone quiet) is named in
 ``missing`` and scales the confidence down; it never stops the analysis. An
@@ -28,12 +29,13 @@ from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
 from fabricops.rca.detect import RuleConfig, Symptom, detect
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
-from fabricops.rca.features import KIND_NAMES, Candidates, PathStats, features
+from fabricops.rca.features import FCOL, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.model import CLASSES, RcaModel
 from fabricops.rca.signals import PortSignals, Signals
 from fabricops.rca.view import FabricView, IntPaths, PortIndex
 
 F64 = npt.NDArray[np.float64]
+VOTES = FCOL["l_vote_share"]
 
 
 class RcaConfig(BaseModel):
@@ -51,6 +53,9 @@ class RcaConfig(BaseModel):
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
                               description="Steps that only build baselines, after a start")
+    score_near_symptoms: bool = Field(
+        default=True, description="Score only candidates near a symptom (else every candidate "
+        "with activity of its own: slower on a large busy fabric)")
     rules: RuleConfig = Field(default_factory=RuleConfig)
 
 
@@ -85,6 +90,7 @@ class RcaEngine:
         self._incident: tuple[str, int, str] | None = None  # id, onset, latest root
         self._last_symptom_ns = -1
         self.steps = 0
+        self._cand_nodes = self.candidates.nodes(self.index)
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
                                     minlength=self.index.n_nodes).astype(float)
 
@@ -100,7 +106,10 @@ class RcaEngine:
         sig = self.signals.update(snap)
         flows = self.paths.recent(snap.ts_ns)
         agree, agree_n = self.paths.hash_agreement(self.signals.uplink)
-        stats = PathStats(flows, agree, agree_n, self._uplinks, self.paths.fan_in())
+        shaky = sig.oper_down | (sig.flaps > 0.05) | sig.missing | sig.node_missing
+        unstable = np.bincount(self.index.port_node[shaky], minlength=self.index.n_nodes) > 0
+        moved = self.paths.moves(snap.ts_ns, self.signals.uplink, unstable)
+        stats = PathStats(flows, agree, agree_n, self._uplinks, self.paths.fan_in(), moved)
         symptoms = detect(self.index, self.candidates, sig, stats, self.config.rules)
         if self.steps < self.config.warmup_steps:
             symptoms = []
@@ -114,9 +123,18 @@ class RcaEngine:
         if symptoms or keep_features:
             x = features(self.index, self.candidates, sig, stats)
         if symptoms and self.model is not None and x is not None:
-            root, best = self.model.scores(x, self.candidates.kind)
+            focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
+            root, best = self.model.scores(x, self.candidates.kind, focus)
             diag = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best, diag, flows)
+
+    def _focus(self, symptoms: list[Symptom], x: F64) -> npt.NDArray[np.bool_]:
+        """Candidates worth scoring: on a node some symptom is on, or a link voted for."""
+        near = np.zeros(self.index.n_nodes, bool)
+        near[self._cand_nodes[[s.candidate for s in symptoms]].ravel()] = True
+        focus: npt.NDArray[np.bool_] = np.any(near[self._cand_nodes], axis=1)
+        focus[: self.candidates.n_links] |= x[: self.candidates.n_links, VOTES] > 0
+        return focus
 
     def _diagnose(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
                   best: npt.NDArray[np.int64],

@@ -42,7 +42,7 @@ FEATURES: Final = (
     # switches
     "s_missing", "s_nbr_down", "s_nbr_down_n", "s_imbalance", "s_imbalance_rel", "s_ecn_max",
     "s_ecn_lowq", "s_noecn_q", "s_pause_sent", "s_pause_recv", "s_origin", "s_cycle",
-    "s_util", "s_polar", "s_polar_n", "s_polar_p",
+    "s_util", "s_polar", "s_polar_n", "s_polar_p", "s_moved",
     # NICs
     "n_pause_tx", "n_pause_idle", "n_util_rx", "n_util_tx", "n_cnp", "n_retrans_log",
     "n_ooo_log", "n_missing", "n_host_missing", "n_down", "n_tor_ecn", "n_tor_queue",
@@ -62,13 +62,15 @@ def _log(x: F64) -> F64:
 
 @dataclass(frozen=True)
 class PathStats:
-    """What INT paths say: recent flows, per-node hash agreement, per-NIC fan-in."""
+    """What INT paths say: recent flows, per-node hash agreement and flow moves
+    between uplinks, per-NIC fan-in."""
 
     flows: Sequence[tuple[int, int, tuple[int, ...]]]
     agree: F64  # per node
     agree_n: F64  # per node
     uplinks: F64  # per node: uplink count
     fan_in: F64  # per NIC
+    moved: F64  # per node: flows moved between stable uplinks
 
     def polar_log_p(self) -> F64:
         """Per node: -log10 of the chance that every pair agreed by luck (0 if any did not)."""
@@ -98,6 +100,17 @@ class Candidates:
 
     def __len__(self) -> int:
         return len(self.names)
+
+    def nodes(self, ix: PortIndex) -> I64:
+        """candidates x 2: the nodes each is on (a link's two ends; a switch twice; a NIC's
+        host and its switch)."""
+        nic_peer = np.maximum(ix.peer[ix.nic_ports], 0)
+        a = np.concatenate((ix.port_node[ix.link_ports[:, 0]], ix.switch_nodes,
+                            ix.port_node[ix.nic_ports]))
+        b = np.concatenate((ix.port_node[ix.link_ports[:, 1]], ix.switch_nodes,
+                            ix.port_node[nic_peer]))
+        out: I64 = np.stack((a, b), axis=1).astype(np.int64)
+        return out
 
 
 def pause_cycles(ix: PortIndex, sig: PortSignals, full: float = 0.9) -> B:
@@ -220,6 +233,7 @@ def _switches(ix: PortIndex, sig: PortSignals, x: F64, cyc: B, paths: PathStats)
         "s_pause_recv": pause_recv, "s_origin": pause_sent * (1.0 - pause_recv),
         "s_cycle": _per_node(ix, cyc.astype(float)), "s_util": _per_node(ix, sig.util_tx),
         "s_polar": paths.agree, "s_polar_n": paths.agree_n, "s_polar_p": paths.polar_log_p(),
+        "s_moved": paths.moved,
     }
     for name, v in cols.items():
         x[:, FCOL[name]] = v[sw]

@@ -84,15 +84,18 @@ class RcaModel:
             out[:, self.estimator.classes_] = self.estimator.predict_proba(x)
         return out
 
-    def scores(self, x: F64, kind: npt.NDArray[np.int8]) -> tuple[F64, npt.NDArray[np.int64]]:
+    def scores(self, x: F64, kind: npt.NDArray[np.int8],
+               focus: npt.NDArray[np.bool_] | None = None) -> tuple[F64, npt.NDArray[np.int64]]:
         """Per row: root score and the index (into CLASSES) of its most likely allowed type.
 
-        Rows with nothing unusual on the entity itself (all its own features zero)
-        are healthy without asking the classifier.
+        Rows with nothing unusual on the entity itself (all its own features zero),
+        and rows outside ``focus`` when given, are healthy without asking the
+        classifier.
         """
         probs = np.zeros((len(x), len(CLASSES)))
         probs[:, 0] = 1.0
-        active = np.flatnonzero(np.abs(x[:, OWN]).sum(axis=1) > 0)
+        busy = np.abs(x[:, OWN]).sum(axis=1) > 0
+        active = np.flatnonzero(busy if focus is None else busy & focus)
         probs[active] = self.class_probs(x[active])
         allowed = allowed_mask()[kind]
         typed = np.where(allowed, probs, 0.0)

@@ -14,12 +14,15 @@ clocks are not interchangeable with another source's); when it fails over,
 rates start again from the new source's first sample.
 
 INT reports give flow paths: ``IntPaths`` keeps, per sampled flow, the links it
-crossed (its two NIC links and every egress port's link), for path voting.
+crossed (its two NIC links and every egress port's link), for path voting, and
+notes every flow that left a switch by another port than it did before (a
+move: in a stable ECMP fabric flows only move when a link changes state).
 """
 
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -229,6 +232,7 @@ class IntPaths:
         self.keep_ns = int(keep_s * 1e9)
         self._paths: dict[tuple[int, int, int], tuple[int, tuple[int, ...]]] = {}
         self._egress: dict[tuple[int, int, int], tuple[int, ...]] = {}
+        self._moves: deque[tuple[int, int, int]] = deque()  # ts, old port, new port
         self.reports_unnamed = 0
 
     def ingest(self, batch: IntBatch) -> None:
@@ -254,8 +258,39 @@ class IntPaths:
                     ports.append(p)
             links.append(int(ix.port_link[ix.nic_ports[d]]))
             key = (s, d, int(batch.sport[i]))
+            before = self._egress.get(key)
+            if before is not None and tuple(ports) != before:
+                self._note_moves(ts, before, ports)
             self._paths[key] = (ts, tuple(dict.fromkeys(links)))
             self._egress[key] = tuple(ports)
+
+    def _note_moves(self, ts: int, before: tuple[int, ...], after: list[int]) -> None:
+        node_of = self.index.port_node
+        now = {int(node_of[p]): p for p in after}
+        for p in before:
+            q = now.get(int(node_of[p]))
+            if q is not None and q != p:
+                self._moves.append((ts, p, q))
+
+    def moves(self, now_ns: int, uplink: B, unstable: B) -> F64:
+        """Per node: flows that moved from one uplink to another within ``keep_s``.
+
+        ``unstable`` is per node (a port down, flapping or silent): moves at such a
+        node are forgotten for good, since a group that loses or regains a member
+        re-hashes its flows.
+        """
+        node_of = self.index.port_node
+        kept = deque(m for m in self._moves
+                     if now_ns - m[0] <= self.keep_ns and not unstable[node_of[m[1]]])
+        self._moves = kept
+        out = np.zeros(self.index.n_nodes)
+        if not kept:
+            return out
+        old = np.fromiter((m[1] for m in kept), np.int64, len(kept))
+        new = np.fromiter((m[2] for m in kept), np.int64, len(kept))
+        ok = uplink[old] & uplink[new]
+        np.add.at(out, node_of[old[ok]], 1.0)
+        return out
 
     def recent(self, now_ns: int) -> list[tuple[int, int, tuple[int, ...]]]:
         """(src NIC, dst NIC, links) of every flow reported within ``keep_s``."""

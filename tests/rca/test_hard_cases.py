@@ -86,16 +86,23 @@ def test_pfc_storm_found_at_its_origin_not_where_the_pauses_spread(model: RcaMod
     assert first_right(r, nic) <= 3.0
 
 
-def test_hash_polarization_with_no_errors_anywhere(model: RcaModel) -> None:
-    switch = "leaf-2"
+@pytest.mark.parametrize(("topo", "switch"), [
+    (LEAF_SPINE, "leaf-2"),
+    (2, "agg-0-1"),  # a k=4 fat-tree aggregation switch: two uplinks, a handful of QP pairs
+    (3, "leaf-2-2"),  # a rail-optimized leaf
+])
+def test_hash_polarization_with_no_errors_anywhere(model: RcaModel, topo: int,
+                                                   switch: str) -> None:
     r = replay(scenario([{"type": "hash_polarization", "entity": switch, "start_s": ONSET}],
-                        seed=11), model, keep_steps=True)
+                        seed=11, topo=topo), model, keep_steps=True)
     for step in r.steps:
         assert float(step.signals.fcs_rate.sum()) == 0.0
         assert float(step.signals.discards.sum()) == 0.0
         assert not step.signals.oper_down.any()
+    no_diagnosis_before_onset(r)
     d = final(r)
     assert (d.root, d.fault_type) == (switch, "hash_polarization")
+    assert first_right(r, switch) <= 3.0
 
 
 @pytest.mark.parametrize(("fault", "params"), [

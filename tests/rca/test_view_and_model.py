@@ -9,7 +9,7 @@ import pytest
 
 from fabricops.core.frame import Frame, Source
 from fabricops.rca.features import FEATURES
-from fabricops.rca.model import CLASSES, ModelError, RcaModel
+from fabricops.rca.model import CLASSES, DEFAULT_MODEL, ModelError, RcaModel
 from fabricops.rca.view import COL, FabricView, PortIndex
 from fabricops.simulator.builders import fat_tree, leaf_spine
 
@@ -121,3 +121,62 @@ def test_roots_on_the_same_nodes_are_one_incident_and_others_are_new() -> None:
     assert related("spine-6", "leaf-1:eth50~spine-6:eth2")
     assert not related("host-020:nic5", "host-034:nic4")
     assert not related("leaf-1:eth50~spine-4:eth6", "leaf-2:eth40~spine-1:eth12")
+
+
+def _moves_after(change: str) -> tuple[np.ndarray, PortIndex, int]:
+    """Moves per node the RCA counts from INT reports, after ``change`` on a busy fabric."""
+    from fabricops.core.faults import FaultType
+    from fabricops.rca.signals import Signals
+    from fabricops.rca.view import IntPaths
+    from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
+    from fabricops.simulator.engine import SimConfig, Simulator
+    from fabricops.simulator.faults import FaultSpec
+    from fabricops.simulator.workload import JobSpec
+
+    topo = leaf_spine(gpus=64)
+    sim = Simulator(topo, SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=sum(1 for _ in topo.hosts()), placement="random",
+                        compute_s=0.0, comm_bytes_per_nic=1e15))
+    ix = PortIndex(topo)
+    paths = IntPaths(ix)
+    exporter = IntExporter(IntExporterConfig(sample_flows_per_tick=0), sim, ListSender())
+    sim.step()
+    paths.ingest(exporter.build_batch(sim))
+    leaf = "leaf-1"
+    if change == "polarize":
+        sim.add_fault(FaultSpec(type=FaultType.HASH_POLARIZATION, entity=leaf,
+                                start_s=sim.time_s))
+    else:  # one of the leaf's uplinks goes down
+        sim.control.shut_port(next(p for p in ix.port_ids if p.startswith(f"{leaf}:")
+                                   and ix.port_of[p] in np.flatnonzero(Signals(ix).uplink)))
+    for _ in range(3):
+        sim.step()
+        paths.ingest(exporter.build_batch(sim))
+    down = (ix.port_link >= 0) & ~sim.oper_up[np.maximum(ix.port_link, 0)]
+    assert down.any() == (change == "shut")
+    unstable = np.bincount(ix.port_node[down], minlength=ix.n_nodes) > 0
+    moved = paths.moves(sim.ts_ns, Signals(ix).uplink, unstable)
+    return moved, ix, ix.node_ids.index(leaf)
+
+
+def test_flows_rehashed_between_healthy_uplinks_are_counted_as_moves() -> None:
+    moved, _, leaf = _moves_after("polarize")
+    assert moved[leaf] >= 2
+    assert moved.sum() == moved[leaf]  # nothing moved anywhere else
+
+
+def test_flows_rehashed_because_an_uplink_went_down_are_not_moves() -> None:
+    moved, _, leaf = _moves_after("shut")
+    assert moved[leaf] == 0
+
+
+def test_only_candidates_in_focus_are_scored() -> None:
+    model = RcaModel.load(DEFAULT_MODEL)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 1, size=(6, len(FEATURES)))
+    kind = np.array([0, 0, 1, 1, 2, 2], np.int8)
+    focus = np.array([True, False, True, False, True, False])
+    full, _ = model.scores(x, kind)
+    part, _ = model.scores(x, kind, focus)
+    assert np.array_equal(part[focus], full[focus])
+    assert (part[~focus] == 0).all()
