@@ -48,6 +48,7 @@ class ScenarioScore:
     healthy: bool
     healthy_s: float
     methods: dict[str, Scored] = field(default_factory=dict)
+    touched: bool = True  # the fault reached traffic (else no telemetry can show it)
 
 
 def _answers(r: ReplayResult, method: str) -> list[tuple[float, list[str], str, str]]:
@@ -71,7 +72,8 @@ def score(r: ReplayResult) -> ScenarioScore:
     onset = ls.onset_s
     end = r.ticks[-1].t_s if r.ticks else 0.0
     healthy_until = end if onset is None else onset
-    out = ScenarioScore(ls.index, ls.topology[0], ls.healthy, max(0.0, healthy_until - 1.0))
+    out = ScenarioScore(ls.index, ls.topology[0], ls.healthy, max(0.0, healthy_until - 1.0),
+                        touched=r.touched)
     names = r.candidates.names
     truth = [({names[i] for i in roots}, ftype, start) for roots, ftype, start in r.truth]
     for method in METHODS:
@@ -137,6 +139,7 @@ def summary(scores: list[ScenarioScore]) -> dict[str, Any]:
     faulty = [s for s in scores if not s.healthy]
     healthy_h = sum(s.healthy_s for s in scores) / 3600.0
     result: dict[str, Any] = {"scenarios": len(faulty), "healthy_hours": round(healthy_h, 3),
+                              "untouched": sum(1 for s in faulty if not s.touched),
                               "topologies": sorted({s.topology for s in faulty}),
                               "methods": {}}
     types = [t.value for t in FaultType]
@@ -152,9 +155,12 @@ def summary(scores: list[ScenarioScore]) -> dict[str, Any]:
             f1 = 2 * p * r / (p + r) if p + r else 0.0
             per_type[t] = {"precision": p, "recall": r, "f1": f1, "n": tp + fn}
         ttd = [m.ttd_s for m in ms if m.ttd_s is not None]
+        seen = [s.methods[method] for s in faulty if s.touched]
         result["methods"][method] = {
             "top1": float(np.mean([m.top1 for m in ms])) if ms else 0.0,
             "top3": float(np.mean([m.top3 for m in ms])) if ms else 0.0,
+            "top1_touched": float(np.mean([m.top1 for m in seen])) if seen else 0.0,
+            "top3_touched": float(np.mean([m.top3 for m in seen])) if seen else 0.0,
             "macro_f1": float(np.mean([v["f1"] for v in per_type.values()])),
             "per_type": per_type,
             "false_per_hour": (sum(s.methods[method].false_incidents for s in scores)

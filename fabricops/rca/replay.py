@@ -52,6 +52,7 @@ class ReplayResult:
     scenario: LabelledScenario
     candidates: Candidates
     truth: list[tuple[set[int], str, float]]  # (root candidates, type, start_s)
+    touched: bool = True  # every fault reached traffic (scoring only; see fault_touched)
     ticks: list[TickOutcome] = field(default_factory=list)
     rows: list[F64] = field(default_factory=list)
     labels: list[npt.NDArray[np.int64]] = field(default_factory=list)
@@ -108,8 +109,12 @@ def replay(ls: LabelledScenario, model: RcaModel | None, *, collect: bool = Fals
     result = ReplayResult(ls, cand, truth_of(sim, cand))
     rng = np.random.default_rng(ls.seed)
     int_topic = topic_name(Topic.INT)
+    touched = [False] * len(sim.faults.faults)
     for _ in range(scenario.ticks):
+        before = sim.paths.copy()
         sim.step()
+        touched = [t or fault_touched(sim, r, before) for t, r in zip(
+            touched, sim.faults.faults, strict=True)]
         frames = sim.frames()
         frames_out.publish_frames([f for f in frames if not drop(f)] if drop else frames)
         int_out.publish_int(exporter.build_batch(sim))
@@ -132,7 +137,28 @@ def replay(ls: LabelledScenario, model: RcaModel | None, *, collect: bool = Fals
         if collect and step.x is not None and t_s >= FIRST_LABEL_S:
             _collect(result, step.x, {s.candidate for s in step.symptoms}, t_s, rng, negatives)
     bus.stop()
+    result.touched = all(touched)
     return result
+
+
+def fault_touched(sim: Any, fault: Any, paths_before: npt.NDArray[np.int32]) -> bool:
+    """Ground truth, for scoring only: did this active fault reach any traffic this tick?
+
+    Loss on a direction no packet crosses, or a hash change on a switch whose
+    flows keep their paths, leaves no trace in any telemetry; other faults
+    always do (a port goes down, a device goes silent, a NIC pauses).
+    """
+    spec = fault.spec
+    if sim.time_s <= spec.start_s:
+        return False
+    kind = spec.type.value
+    if kind in ("gray_loss", "optic_degradation"):
+        return bool(sim.last.served_bps[fault.channels].sum() > 0)
+    if kind == "hash_polarization":
+        active = sim.workload.flows.active
+        n = min(len(paths_before), len(sim.paths))
+        return bool(((sim.paths[:n] != paths_before[:n]).any(axis=1) & active[:n]).any())
+    return True
 
 
 def _collect(result: ReplayResult, x: F64, suspects: set[int], t_s: float,

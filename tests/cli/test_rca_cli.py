@@ -20,8 +20,10 @@ def test_eval_on_a_few_held_out_scenarios_reports_every_method() -> None:
     summary = json.loads(result.output)
     assert summary["scenarios"] == 4
     assert set(summary["methods"]) == {"model", "rules", "votes"}
+    assert 0 <= summary["untouched"] <= 4
     for m in summary["methods"].values():
         assert 0.0 <= m["top1"] <= m["top3"] <= 1.0
+        assert 0.0 <= m["top1_touched"] <= m["top3_touched"] <= 1.0
         assert set(m["per_type"]) >= {"gray_loss", "pfc_storm", "hash_polarization"}
 
 

@@ -141,3 +141,18 @@ def test_a_gap_in_an_unrelated_device_lowers_confidence_and_is_named(model: RcaM
     assert "leaf-6" in gapped.missing
     assert gapped.confidence < whole.confidence
     assert np.isfinite(gapped.confidence)
+
+
+def test_loss_on_a_direction_no_packet_crosses_is_scored_as_untouched() -> None:
+    """Evaluation tells faults no telemetry can show (loss where nothing flows) apart."""
+    import dataclasses
+
+    from fabricops.rca.scenarios import EVAL_SEED, make
+
+    idle = make(8, EVAL_SEED)  # gray loss leaf -> spine on a link that carries spine -> leaf
+    assert [f["params"]["direction"] for f in idle.faults] == ["a_to_b"]
+    assert replay(idle, None).touched is False
+    busy_fault = {**idle.faults[0], "params": {**idle.faults[0]["params"], "direction": "b_to_a"}}
+    busy = dataclasses.replace(idle, doc={**idle.doc, "faults": [busy_fault]},
+                               faults=(busy_fault,))
+    assert replay(busy, None).touched is True
