@@ -61,6 +61,7 @@ class ActionKind(StrEnum):
     DRAIN_SWITCH = "drain_switch"  # WCMP weight 0 on every neighbour port facing a switch
     ISOLATE_PORT = "isolate_port"  # shut the switch port facing a misbehaving NIC
     RELABEL_FLOWS = "relabel_flows"  # new UDP source ports, so ECMP re-hashes the flows
+    FIX_HASH = "fix_hash"  # a switch's ECMP hash back on L3+L4 (the UDP source port too)
     REPLACE_NODE = "replace_node"  # drain a host from its job, attach a spare
     TICKET = "ticket"  # nothing to change automatically: tell a person
 
@@ -72,6 +73,7 @@ class StepOp(StrEnum):
     NO_SHUT_PORT = "no_shut_port"  # target: port
     SET_WEIGHT = "set_weight"  # target: port (egress of a switch); params: weight
     RELABEL_FLOWS = "relabel_flows"  # target: NIC, link or job
+    SET_HASH = "set_hash"  # target: switch; params: l4 (true: hash L3+L4, false: L3 only)
     DRAIN_HOST = "drain_host"  # target: host; result: job
     RESTORE_HOST = "restore_host"  # target: host; params: job
     ATTACH_SPARE = "attach_spare"  # target: job; result: host

@@ -3,9 +3,11 @@
 An actuator carries out ``Step``s on something outside fabricops: the simulated
 fabric, a switch over gNMI Set, an external automation over a webhook, a
 scheduler through a command. ``apply`` returns facts learnt while applying
-(the previous WCMP weight, the spare that was attached) from which
-``inverse`` builds the steps that undo it. Actuators are picked per step
-operation by ``Actuators``; there is no discovery by name.
+(the previous WCMP weight or ECMP hash fields as ``previous``, the spare that
+was attached) from which ``inverse`` builds the steps that undo it; without a
+``previous`` the undo restores the default (weight 1, hashing on L3+L4).
+Actuators are picked per step operation by ``Actuators``; there is no
+discovery by name.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ def inverse(step: Step, facts: Mapping[str, Param]) -> tuple[Step, ...]:
         case StepOp.SET_WEIGHT:
             return (Step(op=StepOp.SET_WEIGHT, target=t,
                          params={"weight": p.get("previous", 1)}),)
+        case StepOp.SET_HASH:
+            return (Step(op=StepOp.SET_HASH, target=t, params={"l4": p.get("previous", True)}),)
         case StepOp.DRAIN_HOST if p.get("job"):
             return (Step(op=StepOp.RESTORE_HOST, target=t, params={"job": p["job"]}),)
         case StepOp.ATTACH_SPARE if p.get("host"):

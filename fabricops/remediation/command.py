@@ -38,6 +38,7 @@ ACTION_FIELDS: Final = frozenset({"target", "action_id", "diagnosis_id", "kind",
                                   "reason"})
 STEP_PARAMS: Final[dict[StepOp, frozenset[str]]] = {
     StepOp.SET_WEIGHT: frozenset({"weight"}),
+    StepOp.SET_HASH: frozenset({"l4"}),
     StepOp.DRAIN_HOST: frozenset({"job"}),
     StepOp.RESTORE_HOST: frozenset({"job"}),
     StepOp.ATTACH_SPARE: frozenset({"host"}),

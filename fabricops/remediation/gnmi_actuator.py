@@ -1,16 +1,29 @@
-"""Shutting and re-enabling switch ports over gNMI Set.
+"""Switch ports and ECMP hash fields changed over gNMI Set.
 
-``GnmiSetActuator`` carries out ``shut_port`` and ``no_shut_port`` on a port
-``DEVICE:IFNAME``: one ``gnmi.SetRequest`` (prefix target DEVICE, an update of
-``/interfaces/interface[name=IFNAME]/config/enabled`` with a bool) to the
-device's gNMI server, taken from the device -> ``host:port`` map given at
-construction. Channels, TLS and credentials are the collector's
+``GnmiSetActuator`` sends one ``gnmi.SetRequest`` (prefix target DEVICE) per
+step to the device's gNMI server, taken from the device -> ``host:port`` map
+given at construction:
+
+- ``shut_port`` / ``no_shut_port`` on a port ``DEVICE:IFNAME``: an update of
+  ``/interfaces/interface[name=IFNAME]/config/enabled`` with a bool. The
+  inverse is static, so the facts are ``{}``.
+- ``set_hash`` on a switch ``DEVICE`` (params ``l4``): an update of
+  ``/ecmp/hash/config/include-l4`` with a bool (true: hash on L3+L4, the
+  flow's UDP source port too; false: source and destination address only).
+  OpenConfig has no released leaf for ECMP hash fields; this bare
+  OpenConfig-style tree is the one the simulated fabric's target serves beside
+  its other leaves outside the OpenConfig models (``/nics/nic/...``). First a
+  ``gnmi.GetRequest`` of ``/ecmp/hash/state/include-l4`` reads the fields in
+  use: they are the fact ``previous`` the undo restores, and a switch whose
+  hash cannot be read is not changed.
+
+Channels, TLS and credentials are the collector's
 (:mod:`fabricops.collectors.gnmi_config`). ``apply`` blocks for at most
-``timeout_s`` and must not be called on a running event loop (use a worker
-thread there). Setting a leaf to the value it has changes nothing, so applying
-twice is applying once. Every failure (unknown device, unreachable, timeout, a
-gRPC status from the target) is an ActuatorError naming the port and the cause.
-The inverse is static, so the facts are always ``{}``.
+``timeout_s`` per RPC and must not be called on a running event loop (use a
+worker thread there). Setting a leaf to the value it has changes nothing, so
+applying twice is applying once. Every failure (unknown device, unreachable,
+timeout, a gRPC status from the target) is an ActuatorError naming the target
+and the cause.
 """
 
 from __future__ import annotations
@@ -31,32 +44,36 @@ from fabricops.collectors.gnmi_config import (
     open_channel,
 )
 from fabricops.core.actions import Action, Param, Step, StepOp
-from fabricops.core.entities import EntityError, split_port
+from fabricops.core.entities import PORT_SEP, EntityError, split_port
 from fabricops.core.inventory import Inventory
+from fabricops.core.openconfig import bare_name
 from fabricops.remediation.actuator import ActuatorError
 
 _MAX_MESSAGE_BYTES = 4 << 20
 
 
 class GnmiSetConfig(GnmiSecurity):
-    """How the actuator reaches the devices: time allowed per Set, TLS, credentials."""
+    """How the actuator reaches the devices: time allowed per RPC, TLS, credentials."""
 
-    timeout_s: float = Field(default=10.0, gt=0, description="Longest wait for a Set's answer")
+    timeout_s: float = Field(default=10.0, gt=0,
+                             description="Longest wait for the answer to a Get or a Set")
 
 
 class _Metrics:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.steps = Counter("fabricops_gnmi_set_steps",
                              "Steps carried out over gNMI Set, by operation and outcome (ok, "
-                             "unknown_device, bad_port, unreachable, timeout, refused, config)",
+                             "unknown_device, bad_port, bad_target, unreachable, timeout, "
+                             "refused, config)",
                              ["op", "outcome"], registry=registry)
 
 
 class GnmiSetActuator:
-    """Enables and disables switch ports with gNMI Set, one device map for every target."""
+    """Changes switch ports and ECMP hash fields with gNMI Set, one device map for every
+    target."""
 
     name = "gnmi"
-    ops = frozenset({StepOp.SHUT_PORT, StepOp.NO_SHUT_PORT})
+    ops = frozenset({StepOp.SHUT_PORT, StepOp.NO_SHUT_PORT, StepOp.SET_HASH})
 
     def __init__(self, config: GnmiSetConfig, addresses: Mapping[str, str],
                  registry: CollectorRegistry | None = None) -> None:
@@ -74,7 +91,7 @@ class GnmiSetActuator:
         ValueError if the inventory has none."""
         targets = inventory.by_protocol("gnmi")
         if not targets:
-            raise ValueError("the inventory has no gNMI target to send port changes to")
+            raise ValueError("the inventory has no gNMI target to send changes to")
         creds = targets[0].gnmi.model_dump(include={"username", "password", "insecure"})
         return cls(GnmiSetConfig.model_validate(creds),
                    {t.device: t.address for t in targets}, registry)
@@ -88,57 +105,107 @@ class GnmiSetActuator:
             raise ValueError(f"gNMI address of device {device!r}: {problems}") from None
 
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
-        """Set the port's ``config/enabled``; ActuatorError names the port and the cause."""
+        """Carry out ``step`` (see the module docstring); ActuatorError names the target
+        and the cause."""
         if step.op not in self.ops:
             raise ActuatorError(f"{step.describe()}: the gnmi actuator cannot carry out "
                                 f"{step.op.value!r}")
+        endpoint = self._endpoint_of(step)
         try:
-            device, interface = split_port(step.target)
-        except EntityError as exc:
-            self._count(step, "bad_port")
+            facts = asyncio.run(self._carry_out(step, endpoint))
+        except _SetFailedError as exc:
+            self._count(step, exc.outcome)
             raise ActuatorError(f"{step.describe()}: {exc}") from None
+        self._count(step, "ok")
+        return facts
+
+    def _endpoint_of(self, step: Step) -> GnmiEndpoint:
+        if step.op is StepOp.SET_HASH:
+            device = step.target
+            if PORT_SEP in device:
+                self._count(step, "bad_target")
+                raise ActuatorError(f"{step.describe()}: {device!r} is a port; set_hash "
+                                    "needs a switch")
+        else:
+            try:
+                device = split_port(step.target)[0]
+            except EntityError as exc:
+                self._count(step, "bad_port")
+                raise ActuatorError(f"{step.describe()}: {exc}") from None
         endpoint = self._endpoints.get(device)
         if endpoint is None:
             self._count(step, "unknown_device")
             raise ActuatorError(f"{step.describe()}: device {device!r} has no gNMI address "
                                 f"({len(self._endpoints)} devices are known)")
-        request = set_enabled_request(device, interface, step.op is StepOp.NO_SHUT_PORT)
-        try:
-            asyncio.run(self._set(endpoint, request))
-        except _SetFailedError as exc:
-            self._count(step, exc.outcome)
-            raise ActuatorError(f"{step.describe()}: {exc}") from None
-        self._count(step, "ok")
-        return {}
+        return endpoint
 
-    async def _set(self, endpoint: GnmiEndpoint, request: Any) -> None:
+    async def _carry_out(self, step: Step, endpoint: GnmiEndpoint) -> dict[str, Param]:
         timeout = self.config.timeout_s
         where = f"{endpoint.device} at {endpoint.address}"
         try:
             channel = open_channel(endpoint, _MAX_MESSAGE_BYTES)
         except OSError as exc:
             raise _SetFailedError("config", f"{where}: {exc}") from None
+        stub, metadata = gnmi_pb2_grpc.gNMIStub(channel), call_metadata(endpoint)
+        facts: dict[str, Param] = {}
         try:
-            stub = gnmi_pb2_grpc.gNMIStub(channel)
-            await stub.Set(request, timeout=timeout, metadata=call_metadata(endpoint),
-                           wait_for_ready=False)
+            if step.op is StepOp.SET_HASH:
+                answer = await stub.Get(hash_get_request(endpoint.device), timeout=timeout,
+                                        metadata=metadata, wait_for_ready=False)
+                facts["previous"] = _hash_l4_of(answer, where)
+                request = set_hash_request(endpoint.device, bool(step.params["l4"]))
+            else:
+                _, interface = split_port(step.target)
+                request = set_enabled_request(endpoint.device, interface,
+                                              step.op is StepOp.NO_SHUT_PORT)
+            await stub.Set(request, timeout=timeout, metadata=metadata, wait_for_ready=False)
         except grpc.aio.AioRpcError as exc:
             raise _failure(where, exc, timeout) from None
         finally:
             await channel.close()
+        return facts
 
     def _count(self, step: Step, outcome: str) -> None:
         self._metrics.steps.labels(step.op.value, outcome).inc()
 
 
+def _path(*elems: str | tuple[str, dict[str, str]]) -> Any:
+    return gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name=e) if isinstance(e, str)
+                               else gnmi_pb2.PathElem(name=e[0], key=e[1]) for e in elems])
+
+
 def set_enabled_request(device: str, interface: str, enabled: bool) -> Any:
     """The ``gnmi.SetRequest`` updating ``interface``'s ``config/enabled`` on ``device``."""
-    path = gnmi_pb2.Path(elem=[gnmi_pb2.PathElem(name="interfaces"),
-                               gnmi_pb2.PathElem(name="interface", key={"name": interface}),
-                               gnmi_pb2.PathElem(name="config"),
-                               gnmi_pb2.PathElem(name="enabled")])
+    path = _path("interfaces", ("interface", {"name": interface}), "config", "enabled")
     update = gnmi_pb2.Update(path=path, val=gnmi_pb2.TypedValue(bool_val=enabled))
     return gnmi_pb2.SetRequest(prefix=gnmi_pb2.Path(target=device), update=[update])
+
+
+def set_hash_request(device: str, l4: bool) -> Any:
+    """The ``gnmi.SetRequest`` hashing ECMP on L3+L4 (``l4``) or L3 only on ``device``."""
+    update = gnmi_pb2.Update(path=_path("ecmp", "hash", "config", "include-l4"),
+                             val=gnmi_pb2.TypedValue(bool_val=l4))
+    return gnmi_pb2.SetRequest(prefix=gnmi_pb2.Path(target=device), update=[update])
+
+
+def hash_get_request(device: str) -> Any:
+    """The ``gnmi.GetRequest`` of ``device``'s ECMP hash fields in use."""
+    return gnmi_pb2.GetRequest(prefix=gnmi_pb2.Path(target=device), encoding=gnmi_pb2.PROTO,
+                               path=[_path("ecmp", "hash", "state", "include-l4")])
+
+
+def _hash_l4_of(answer: Any, where: str) -> bool:
+    """The boolean ``include-l4`` of a GetResponse; _SetFailedError if it has none."""
+    values = [u.val for n in answer.notification for u in n.update
+              if u.path.elem and bare_name(u.path.elem[-1].name) == "include-l4"]
+    for val in values:
+        kind = val.WhichOneof("value")
+        if kind == "bool_val":
+            return bool(val.bool_val)
+        if kind in ("json_val", "json_ietf_val") and getattr(val, kind) in (b"true", b"false"):
+            return bool(getattr(val, kind) == b"true")
+    raise _SetFailedError("refused", f"{where}: the answer to a Get of "
+                                     "/ecmp/hash/state/include-l4 holds no boolean")
 
 
 class _SetFailedError(Exception):

@@ -8,8 +8,11 @@ the defaults:
   ECMP/WCMP at both switch ends (or ``shut_link``); a link to a host's NIC
   cannot be drained around, so its host is replaced instead;
 - PFC deadlock -> shut one link of the cycle (the root), which breaks it;
-- hash polarization -> re-label the affected jobs' flows (new UDP source
-  ports, so ECMP re-hashes them);
+- hash polarization -> set the diagnosed switch's ECMP hash back to L3+L4
+  (``fix_hash``: its hash ignored the UDP source port, so every queue pair of a
+  NIC pair took one uplink); ``relabel_flows`` (new UDP source ports for the
+  affected jobs' flows) can be configured instead, but cannot undo L3-only
+  hashing;
 - PFC storm -> isolate the NIC's switch port, then replace the node;
 - slow receiver, dead NIC -> replace the node (drain it from its job,
   attach a spare);
@@ -48,7 +51,7 @@ DEFAULT_REMEDIES: dict[FaultType, ActionKind] = {
     FaultType.GRAY_LOSS: ActionKind.DRAIN_LINK,
     FaultType.OPTIC_DEGRADATION: ActionKind.DRAIN_LINK,
     FaultType.PFC_DEADLOCK: ActionKind.SHUT_LINK,
-    FaultType.HASH_POLARIZATION: ActionKind.RELABEL_FLOWS,
+    FaultType.HASH_POLARIZATION: ActionKind.FIX_HASH,
     FaultType.PFC_STORM: ActionKind.ISOLATE_PORT,
     FaultType.SLOW_RECEIVER: ActionKind.REPLACE_NODE,
     FaultType.NIC_DOWN: ActionKind.REPLACE_NODE,
@@ -136,7 +139,16 @@ class Policy:
             return kind, root, steps, f"re-label the flows of {', '.join(jobs)}"
         if kind is ActionKind.DRAIN_SWITCH:
             return self._drain_switch(d)
+        if kind is ActionKind.FIX_HASH:
+            self._switch(root, kind)
+            return (kind, root, [Step(op=StepOp.SET_HASH, target=root, params={"l4": True})],
+                    "hash ECMP on L3+L4 (the UDP source port too) again")
         return self._ticket(d, "no automatic remedy; a person must look")
+
+    def _switch(self, root: str, kind: ActionKind) -> None:
+        node = self.topology.node_by_id.get(root)
+        if node is None or node.is_host:
+            raise PlanError(f"{kind.value} needs a switch; the root {root!r} is not one")
 
     def _nic(self, root: str, kind: ActionKind) -> str:
         found = self.topology.port_by_id.get(root)
@@ -154,9 +166,8 @@ class Policy:
         return ActionKind.REPLACE_NODE, host, steps, why or f"replace {host} in {jobs[0]}"
 
     def _drain_switch(self, d: Diagnosis) -> tuple[ActionKind, str, list[Step], str]:
-        node = self.topology.node_by_id.get(d.root)
-        if node is None or node.is_host:
-            raise PlanError(f"drain_switch needs a switch; the root {d.root!r} is not one")
+        self._switch(d.root, ActionKind.DRAIN_SWITCH)
+        node = self.topology.node_by_id[d.root]
         facing = []
         for port in node.ports:
             try:

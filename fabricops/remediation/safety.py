@@ -4,7 +4,9 @@
 (applied or verified, not rolled back): the switch-facing ports it drained or
 shut, per switch, and the hosts it drained; and when actions were applied.
 ``admit`` says why an action would break a limit, or None. An action that
-changes nothing (a ticket) has no footprint and is always admitted.
+changes nothing (a ticket) has no footprint and is always admitted. A hash fix
+(``set_hash``) moves flows but drains no port and takes out no host: it has no
+footprint, yet counts against the actions per window.
 """
 
 from __future__ import annotations

@@ -53,6 +53,10 @@ class SimulatorActuator:
                 previous = c.wcmp_weight(t)
                 c.set_wcmp_weights(split_port(t)[0], {t: int(p["weight"])})
                 return {"previous": previous}
+            case StepOp.SET_HASH:
+                previous = c.ecmp_hash_l4(t)
+                c.set_ecmp_hash(t, l4=bool(p["l4"]))
+                return {"previous": previous}
             case StepOp.RELABEL_FLOWS:
                 return {"flows": c.relabel_flows(t)}
             case StepOp.DRAIN_HOST:

@@ -5,9 +5,11 @@ utilization of every port. ``predict`` copies those loads, takes the ports
 the action drains or shuts out of service and moves their traffic onto the
 equal-cost alternatives ECMP would use: the same switch's other ports towards
 neighbours of the same role (the other spines, the other aggregation
-switches). Traffic with no alternative left is an overload by definition.
-Node replacement moves a host's traffic to a spare: the check is that a free
-spare exists.
+switches). Traffic with no alternative left is an overload by definition. A hash fix
+(``set_hash`` with ``l4``) takes nothing out of service: it spreads the
+switch's traffic over its ports towards each neighbour role in proportion to
+their speeds, as hashing on the UDP source port would. Node replacement moves
+a host's traffic to a spare: the check is that a free spare exists.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fabricops.core.actions import Action, StepOp
-from fabricops.core.topology import Topology
+from fabricops.core.topology import NodeRole, Topology
 
 F64 = npt.NDArray[np.float64]
 
@@ -77,6 +79,9 @@ class LoadTwin:
             moved_total += float(load[i])
             load[i] = 0.0
             touched.update(alts)
+        for step in action.steps:
+            if step.op is StepOp.SET_HASH and step.params.get("l4") is True:
+                moved_total += self._spread(load, step.target, out, touched)
         if not touched:
             return None
         cand = np.array(sorted(touched), np.int64)
@@ -93,6 +98,25 @@ class LoadTwin:
         return [j for j in self.node_ports[self.node[i].id]
                 if j != i and j not in out and self.peer[j] >= 0
                 and self.node[int(self.peer[j])].role is role]
+
+    def _spread(self, load: F64, switch: str, out: Collection[int], touched: set[int]
+                ) -> float:
+        """Share the load of ``switch``'s in-service ports towards each switch role in
+        proportion to their speeds; return the traffic moved (b/s) and add the ports to
+        ``touched``."""
+        groups: dict[NodeRole, list[int]] = {}
+        for j in self.node_ports.get(switch, []):
+            peer = int(self.peer[j])
+            if j not in out and peer >= 0 and not self.node[peer].is_host:
+                groups.setdefault(self.node[peer].role, []).append(j)
+        moved = 0.0
+        for ports in groups.values():
+            g = np.array(ports, np.int64)
+            even = load[g].sum() * self.speed_bps[g] / max(float(self.speed_bps[g].sum()), 1.0)
+            moved += float(np.maximum(load[g] - even, 0.0).sum())
+            load[g] = even
+            touched.update(ports)
+        return moved
 
     def spares(self, placement: Mapping[str, Collection[str]],
                out_of_service: Collection[str]) -> list[str]:

@@ -3,7 +3,9 @@
 Every operation names its target by entity id and raises ``ControlError``
 naming the target when it cannot be done. Effects start at the next tick;
 routing follows link state changes after the convergence delay, while WCMP
-weights and flow relabelling take effect at once (they are local decisions).
+weights, ECMP hash fields and flow relabelling take effect at once (they are
+local decisions). A switch's configured hash fields override a fault's: a
+polarized switch set to hash L3+L4 spreads again while the fault lasts.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ if TYPE_CHECKING:
     from fabricops.simulator.engine import Simulator
 
 I32 = npt.NDArray[np.int32]
+HASH_UNSET, HASH_L3, HASH_L3_L4 = -1, 0, 1
+"""Values of ``Simulator.hash_config`` per switch: never configured, L3 only, L3+L4."""
 
 
 class ControlError(ValueError):
@@ -66,6 +70,25 @@ class Control:
                 raise ControlError(f"weight of port {port!r} must be >= 0, got {weight}")
             sim.router.weight[sim.fabric.port_tx_ch[p]] = weight
         sim.reroute_all()
+
+    def set_ecmp_hash(self, switch: str, *, l4: bool) -> None:
+        """Configure the fields a switch's ECMP hash uses: L3+L4 (the flow's UDP source
+        port too) if ``l4``, else source and destination address only."""
+        sim, sw = self._sim, self._switch(switch)
+        sim.hash_config[sw] = HASH_L3_L4 if l4 else HASH_L3
+        if bool(sim.router.l3_only[sw]) == l4:
+            sim.router.l3_only[sw] = not l4
+            sim.reroute_all()
+
+    def ecmp_hash_l4(self, switch: str) -> bool:
+        """Whether a switch's ECMP hash uses the UDP source port now (configured or not)."""
+        return not bool(self._sim.router.l3_only[self._switch(switch)])
+
+    def _switch(self, switch: str) -> int:
+        node = self._sim.fabric.topology.node_by_id.get(switch)
+        if node is None or node.is_host:
+            raise ControlError(f"{switch!r} is not a switch of this fabric")
+        return int(self._sim.fabric.node_switch[self._sim.fabric.node_index(switch)])
 
     def relabel_flows(self, entity: str) -> int:
         """Give new UDP source ports to the flows of a NIC, a job, or crossing a link.

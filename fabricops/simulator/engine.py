@@ -3,7 +3,9 @@
 ``Simulator(topology, config)`` is inert; add jobs and faults, then ``step()``
 advances one tick of ``tick_s`` simulated seconds. ``frames()`` gives the
 telemetry of the tick just simulated; ``control`` is the fabric's control
-surface; ``ground_truth()`` is for scoring only.
+surface; ``ground_truth()`` is for scoring only. A switch's ECMP hash fields
+come from its configuration (``hash_config``, set through ``control``) once it
+has one, and until then from the faults in effect.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.frame import Frame
 from fabricops.core.topology import Topology
-from fabricops.simulator.control import Control
+from fabricops.simulator.control import HASH_L3, HASH_UNSET, Control
 from fabricops.simulator.effects import FaultBook, TickEffects
 from fabricops.simulator.fabric import compile_fabric
 from fabricops.simulator.faults import FaultError, FaultSpec, FaultType, GroundTruth
@@ -70,6 +72,7 @@ class Simulator:
         self.control = Control(self)
         self.tick = 0
         self.admin_up = np.ones(fab.n_links, bool)
+        self.hash_config = np.full(n_sw, HASH_UNSET, np.int8)
         self.oper_up = np.ones(fab.n_links, bool)
         self.pending: list[tuple[float, int, bool]] = []
         self.paths = np.zeros((0, 2), np.int32)
@@ -152,9 +155,7 @@ class Simulator:
         fx = self.faults.effects(t, self.admin_up)
         self._reboot_returning(t)
         self._update_links(fx, t)
-        if not np.array_equal(fx.l3_only, self.router.l3_only):
-            self.router.l3_only = fx.l3_only
-            self.reroute_all()
+        self._apply_hashing(fx.l3_only)
         self._converge(t)
         self.reporting = ~fx.node_down
         self.telemetry.silent = fx.port_silent
@@ -163,6 +164,15 @@ class Simulator:
         self.last = obs
         self.tick += 1
         return obs
+
+    def _apply_hashing(self, fault_l3_only: B) -> None:
+        """Hash fields per switch: the configured ones win; an unconfigured switch follows
+        the fault effects. Reroutes every flow when any switch changed."""
+        l3_only = np.where(self.hash_config == HASH_UNSET, fault_l3_only,
+                           self.hash_config == HASH_L3)
+        if not np.array_equal(l3_only, self.router.l3_only):
+            self.router.l3_only = l3_only
+            self.reroute_all()
 
     def run(self, ticks: int, on_tick: Callable[[TickObservation], None] | None = None) -> None:
         for _ in range(ticks):

@@ -10,7 +10,7 @@ import functools
 
 import pytest
 
-from fabricops.core.actions import ActionKind, ActionMode, ActionState
+from fabricops.core.actions import ActionKind, ActionMode, ActionState, Step, StepOp
 from fabricops.core.faults import FaultType
 from fabricops.core.records import Diagnosis
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
@@ -21,7 +21,8 @@ from fabricops.remediation.safety import SafetyConfig
 pytestmark = pytest.mark.slow
 REMEDIED = [FaultType.LINK_DOWN, FaultType.LINK_FLAP, FaultType.GRAY_LOSS,
             FaultType.OPTIC_DEGRADATION, FaultType.PFC_DEADLOCK, FaultType.PFC_STORM,
-            FaultType.SLOW_RECEIVER, FaultType.NIC_DOWN, FaultType.SWITCH_DOWN]
+            FaultType.SLOW_RECEIVER, FaultType.NIC_DOWN, FaultType.SWITCH_DOWN,
+            FaultType.HASH_POLARIZATION]
 
 
 @functools.cache
@@ -50,6 +51,18 @@ def test_auto_mode_heals_the_fault_and_the_job_gets_its_throughput_back(
     trail = [e.state for e in applied[0].audit]
     assert trail == [ActionState.PROPOSED, ActionState.APPROVED, ActionState.APPLIED,
                      ActionState.VERIFIED]
+
+
+def test_a_polarized_switch_gets_its_hash_back_on_l4_and_the_job_recovers() -> None:
+    fault = fault_for(FaultType.HASH_POLARIZATION)
+    r = run_loop(fault, model(), auto())
+    (a,) = r.actions
+    assert (a.kind, a.target, a.state) == (ActionKind.FIX_HASH, fault["entity"],
+                                           ActionState.VERIFIED)
+    assert a.steps == (Step(op=StepOp.SET_HASH, target=fault["entity"], params={"l4": True}),)
+    assert a.undo == (Step(op=StepOp.SET_HASH, target=fault["entity"], params={"l4": False}),)
+    assert r.act_s is not None
+    assert r.recover_s is not None, r.relative  # and from then on the job ran at >= 95 %
 
 
 def test_a_fault_free_run_gets_no_action() -> None:

@@ -16,7 +16,9 @@ from fabricops.remediation.actuator import ActuatorError, Actuators, inverse
 from fabricops.remediation.gnmi_actuator import (
     GnmiSetActuator,
     GnmiSetConfig,
+    hash_get_request,
     set_enabled_request,
+    set_hash_request,
 )
 from fabricops.simulator.agents.board import FrameBoard
 from fabricops.simulator.agents.driver import DriverConfig, SimulationDriver
@@ -24,6 +26,7 @@ from fabricops.simulator.agents.gnmi_set import DriverSetHandler
 from fabricops.simulator.agents.gnmi_target import GnmiTarget, GnmiTargetConfig
 from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.faults import FaultSpec
 from fabricops.simulator.workload import JobSpec
 
 PORT = "leaf-1:eth40"
@@ -42,6 +45,9 @@ class Fabric:
             fab = sim.fabric
             return bool(sim.admin_up[int(fab.port_tx_ch[fab.port_index(port)]) // 2])
         return self.driver.call(read)
+
+    def hash_l4(self, switch: str) -> bool:
+        return self.driver.call(lambda sim: sim.control.ecmp_hash_l4(switch))
 
     def oper_status(self, port: str) -> int | float:
         """The port's oper-status in the telemetry of the next tick."""
@@ -127,6 +133,47 @@ def test_shut_then_no_shut_changes_the_simulated_switch(
 
 
 @pytest.mark.integration
+def test_set_hash_changes_the_simulated_switchs_hashing_and_its_undo_restores_it(
+        fabric: Fabric, make_action: ActionFactory) -> None:
+    registry = CollectorRegistry()
+    actuators = Actuators.single(_actuator(fabric, registry))
+    fabric.driver.call(lambda sim: sim.add_fault(FaultSpec(
+        type="hash_polarization", entity="leaf-1", start_s=sim.time_s)))
+    fabric.board.wait_tick(fabric.board.tick + 1, timeout_s=5)
+    assert not fabric.hash_l4("leaf-1")
+    fix = Step(op=StepOp.SET_HASH, target="leaf-1", params={"l4": True})
+    action = make_action(ActionKind.FIX_HASH, "leaf-1", fix)
+
+    name, facts = actuators.apply(fix, action)
+    assert (name, facts) == ("gnmi", {"previous": False})
+    assert fabric.hash_l4("leaf-1")
+    fabric.board.wait_tick(fabric.board.tick + 2, timeout_s=5)
+    assert fabric.hash_l4("leaf-1")  # the configured hash wins over the fault
+
+    (undo,) = inverse(fix, facts)
+    assert undo == Step(op=StepOp.SET_HASH, target="leaf-1", params={"l4": False})
+    assert actuators.apply(undo, action) == ("gnmi", {"previous": True})
+    assert not fabric.hash_l4("leaf-1")
+    assert fabric.hash_l4("leaf-0")
+    assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
+                                     {"op": "set_hash", "outcome": "ok"}) == 2
+
+
+@pytest.mark.integration
+def test_a_hash_change_on_a_switch_the_target_does_not_serve_names_it(
+        fabric: Fabric, make_action: ActionFactory) -> None:
+    registry = CollectorRegistry()
+    actuator = GnmiSetActuator(GnmiSetConfig(timeout_s=5.0),
+                               {"leaf-99": fabric.target.address}, registry=registry)
+    step = Step(op=StepOp.SET_HASH, target="leaf-99", params={"l4": True})
+    with pytest.raises(ActuatorError, match=r"set_hash leaf-99 \(l4=True\): leaf-99 at .*"
+                                            r"NOT_FOUND: target 'leaf-99' is not served"):
+        actuator.apply(step, make_action(ActionKind.FIX_HASH, step.target, step))
+    assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
+                                     {"op": "set_hash", "outcome": "refused"}) == 1
+
+
+@pytest.mark.integration
 def test_an_unknown_interface_is_refused_naming_the_port(
         fabric: Fabric, make_action: ActionFactory) -> None:
     registry = CollectorRegistry()
@@ -136,6 +183,28 @@ def test_an_unknown_interface_is_refused_naming_the_port(
                                                             step.target, step))
     assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
                                      {"op": "shut_port", "outcome": "refused"}) == 1
+
+
+def test_the_hash_request_updates_the_include_l4_leaf_of_the_switch() -> None:
+    request = set_hash_request("leaf-1", True)
+    (update,) = request.update
+    assert request.prefix.target == "leaf-1"
+    assert [e.name for e in update.path.elem] == ["ecmp", "hash", "config", "include-l4"]
+    assert update.val.WhichOneof("value") == "bool_val"
+    assert update.val.bool_val is True
+    get = hash_get_request("leaf-1")
+    assert get.prefix.target == "leaf-1"
+    assert [e.name for e in get.path[0].elem] == ["ecmp", "hash", "state", "include-l4"]
+
+
+def test_a_hash_change_needs_a_switch_not_a_port(make_action: ActionFactory) -> None:
+    actuator = GnmiSetActuator(GnmiSetConfig(), {"leaf-1": "127.0.0.1:57400"})
+    step = Step(op=StepOp.SET_HASH, target=PORT, params={"l4": True})
+    with pytest.raises(ActuatorError, match=f"'{PORT}' is a port; set_hash needs a switch"):
+        actuator.apply(step, make_action(ActionKind.FIX_HASH, step.target, step))
+    unknown = Step(op=StepOp.SET_HASH, target="spine-7", params={"l4": True})
+    with pytest.raises(ActuatorError, match="device 'spine-7' has no gNMI address"):
+        actuator.apply(unknown, make_action(ActionKind.FIX_HASH, unknown.target, unknown))
 
 
 def test_an_unreachable_target_fails_within_the_timeout(make_action: ActionFactory) -> None:

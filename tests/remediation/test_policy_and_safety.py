@@ -66,6 +66,61 @@ def test_a_pfc_storm_isolates_the_port_then_replaces_the_node() -> None:
     assert a.steps[0].target == TOPO.attachment(nic)
 
 
+def test_hash_polarization_hashes_the_switch_on_l4_again_and_drains_nothing() -> None:
+    leaf = next(s for s in SWITCHES if s.startswith("leaf-"))
+    a = policy().plan(diagnosis("hash_polarization", leaf), mode=ActionMode.AUTO, ts_ns=5)
+    assert (a.kind, a.target) == (ActionKind.FIX_HASH, leaf)
+    assert [(s.op, s.target, s.params) for s in a.steps] == [
+        (StepOp.SET_HASH, leaf, {"l4": True})]
+    assert "L3+L4" in a.reason
+    assert footprint(a, TOPO).empty
+    assert BlastRadius(SafetyConfig(max_uplink_share=0.0, max_hosts_drained=0),
+                       TOPO).admit(a, 5) is None
+    with pytest.raises(PlanError, match="fix_hash needs a switch; the root 'host-"):
+        policy().plan(diagnosis("hash_polarization", NICS[0]), mode=ActionMode.AUTO, ts_ns=5)
+
+
+def test_relabelling_stays_available_for_hash_polarization_through_config() -> None:
+    config = PolicyConfig(remedies={FaultType.HASH_POLARIZATION: ActionKind.RELABEL_FLOWS})
+    p = Policy(config, TOPO, {k: list(v) for k, v in PLACEMENT.items()})
+    a = p.plan(diagnosis("hash_polarization", SWITCHES[0]), mode=ActionMode.AUTO, ts_ns=5)
+    assert a.kind is ActionKind.RELABEL_FLOWS
+    assert [(s.op, s.target) for s in a.steps] == [(StepOp.RELABEL_FLOWS, "job-a")]
+
+
+def test_the_precheck_spreads_a_polarized_switchs_uplinks_evenly() -> None:
+    twin = LoadTwin(TOPO)
+    leaf = next(s for s in SWITCHES if s.startswith("leaf-"))
+    fix = policy().plan(diagnosis("hash_polarization", leaf), mode=ActionMode.AUTO, ts_ns=5)
+    uplinks = [i for i, p in enumerate(twin.ports) if p.startswith(f"{leaf}:")
+               and not TOPO.port_by_id[TOPO.peer_of[p]][0].is_host]
+    util = np.zeros(len(twin.ports))
+    util[uplinks[0]] = 1.0  # every flow of the leaf on one uplink
+    pred = twin.predict(fix, util)
+    assert pred is not None
+    assert pred.port.startswith(f"{leaf}:")
+    assert pred.utilization == pytest.approx(1.0 / len(uplinks))
+    assert pred.moved_bps == pytest.approx(twin.speed_bps[uplinks[0]]
+                                           * (1 - 1.0 / len(uplinks)))
+    undo = fix.model_copy(update={"steps": (fix.steps[0].model_copy(
+        update={"params": {"l4": False}}),)})
+    assert twin.predict(undo, util) is None  # where L3-only hashing puts traffic is unknown
+
+
+def test_the_engine_applies_a_hash_fix_and_records_its_undo() -> None:
+    actuator = RecordingActuator()
+    engine = RemediationEngine(RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO)),
+                               TOPO, Actuators.single(actuator), FabricWatch(TOPO), PLACEMENT)
+    leaf = next(s for s in SWITCHES if s.startswith("leaf-"))
+    a = engine.on_diagnosis(diagnosis("hash_polarization", leaf), 10)
+    assert a is not None
+    assert a.state is ActionState.APPLIED
+    assert [s.op for s in actuator.applied] == [StepOp.SET_HASH]
+    # the recording actuator reports no previous hash: the undo restores the default, L3+L4
+    assert [(s.op, s.target, s.params) for s in a.undo] == [
+        (StepOp.SET_HASH, leaf, {"l4": True})]
+
+
 def test_types_without_a_remedy_and_unknown_types_get_a_ticket() -> None:
     for fault in ("incast", "ecn_misconfig", "cosmic_rays"):
         a = policy().plan(diagnosis(fault, SWITCHES[0]), mode=ActionMode.AUTO, ts_ns=5)

@@ -11,6 +11,7 @@ from fabricops.remediation.actuator import ActuatorError, inverse
 from fabricops.remediation.sim_actuator import SimulatorActuator, direct
 from fabricops.simulator.builders import build
 from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.faults import FaultSpec
 from fabricops.simulator.workload import JobSpec
 
 
@@ -63,9 +64,31 @@ def test_a_drained_port_gets_its_previous_weight_back(make_action: Callable[...,
     assert sim.control.wcmp_weight(port) == 1
 
 
+def test_a_hash_fix_on_a_polarized_switch_and_its_undo(
+        make_action: Callable[..., Action]) -> None:
+    sim = _sim()
+    sim.add_fault(FaultSpec(type="hash_polarization", entity="leaf-0", start_s=sim.time_s))
+    sim.run(1)
+    act = SimulatorActuator(direct(sim))
+    fix = Step(op=StepOp.SET_HASH, target="leaf-0", params={"l4": True})
+    action = make_action(ActionKind.FIX_HASH, "leaf-0", fix)
+    facts = act.apply(fix, action)
+    assert facts == {"previous": False}
+    sim.run(2)
+    assert sim.control.ecmp_hash_l4("leaf-0")  # while the fault lasts
+    (undo,) = inverse(fix, facts)
+    assert undo == Step(op=StepOp.SET_HASH, target="leaf-0", params={"l4": False})
+    act.apply(undo, action)
+    sim.run(1)
+    assert not sim.control.ecmp_hash_l4("leaf-0")
+
+
 def test_a_step_on_something_that_does_not_exist_names_it(
         make_action: Callable[..., Action]) -> None:
     act = SimulatorActuator(direct(_sim()))
     action = make_action(ActionKind.SHUT_LINK, "leaf-0:eth99")
     with pytest.raises(ActuatorError, match="leaf-0:eth99"):
         act.apply(Step(op=StepOp.SHUT_PORT, target="leaf-0:eth99"), action)
+    unknown = Step(op=StepOp.SET_HASH, target="leaf-99", params={"l4": True})
+    with pytest.raises(ActuatorError, match=r"set_hash leaf-99 .*'leaf-99' is not a switch"):
+        act.apply(unknown, make_action(ActionKind.FIX_HASH, "leaf-99", unknown))

@@ -7,10 +7,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
+from fabricops.core.topology import Topology
 from fabricops.simulator.control import ControlError
-from fabricops.simulator.engine import Simulator
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.faults import FaultSpec
+from fabricops.simulator.workload import JobSpec
 
-from .conftest import busiest_fabric_link, crossing
+from .conftest import STREAM, busiest_fabric_link, crossing
 
 Make = Callable[..., Simulator]
 
@@ -58,6 +61,45 @@ def test_relabel_rehashes_a_jobs_flows(streaming: Make) -> None:
     assert (sim.paths != before).any(axis=1).sum() > count // 4
 
 
+def _pairs_on_uplinks(sim: Simulator, switch: str) -> tuple[int, int]:
+    """(NIC pairs whose flows leave ``switch`` on more than one uplink, NIC pairs leaving it)."""
+    fab, fl = sim.fabric, sim.workload.flows
+    rx_node = np.append(fab.ch_rx_node(), -1)
+    is_switch = np.append(~fab.node_is_host, False)
+    flows = np.flatnonzero(fl.active)
+    first, second = sim.paths[flows, 0], sim.paths[flows, 1]
+    up = (rx_node[first] == fab.node_index(switch)) & is_switch[rx_node[second]]
+    uplinks: dict[tuple[int, int], set[int]] = {}
+    for f, ch in zip(flows[up], second[up], strict=True):
+        uplinks.setdefault((int(fl.src_nic[f]), int(fl.dst_nic[f])), set()).add(int(ch))
+    return sum(len(c) > 1 for c in uplinks.values()), len(uplinks)
+
+
+def test_hashing_on_l4_spreads_a_polarized_switch_and_undoing_it_polarizes_again(
+        fabric512: Topology) -> None:
+    sim = Simulator(fabric512, SimConfig(seed=3))
+    job = JobSpec(hosts=60, placement="random", qps_per_pair=4, **STREAM)  # type: ignore[arg-type]
+    sim.add_job(job)
+    sim.add_fault(FaultSpec(type="hash_polarization", entity="leaf-3", start_s=1.0))
+    sim.run(2)
+    assert not sim.control.ecmp_hash_l4("leaf-3")
+    spread, pairs = _pairs_on_uplinks(sim, "leaf-3")
+    assert pairs > 20
+    assert spread == 0  # every queue pair of a NIC pair on one uplink
+
+    sim.control.set_ecmp_hash("leaf-3", l4=True)
+    assert sim.control.ecmp_hash_l4("leaf-3")
+    assert _pairs_on_uplinks(sim, "leaf-3")[0] > pairs // 2  # at once, before the next tick
+    sim.run(2)
+    assert _pairs_on_uplinks(sim, "leaf-3")[0] > pairs // 2  # the configured hash wins
+
+    sim.control.set_ecmp_hash("leaf-3", l4=False)
+    sim.run(2)
+    assert not sim.control.ecmp_hash_l4("leaf-3")
+    assert _pairs_on_uplinks(sim, "leaf-3")[0] == 0
+    assert sim.control.ecmp_hash_l4("leaf-2")  # a switch never configured follows the faults
+
+
 def test_node_replacement_drains_and_attaches_a_spare(streaming: Make) -> None:
     sim = streaming(hosts=60)
     sim.run(2)
@@ -101,11 +143,13 @@ def test_control_errors_name_the_target(streaming: Make) -> None:
         sim.control.attach_spare("job-nope")
     with pytest.raises(ControlError, match="'spine-0' is not a host"):
         sim.control.drain_host("spine-0")
+    with pytest.raises(ControlError, match="'leaf-99' is not a switch"):
+        sim.control.set_ecmp_hash("leaf-99", l4=True)
+    with pytest.raises(ControlError, match="'host-001' is not a switch"):
+        sim.control.ecmp_hash_l4("host-001")
 
 
 def test_ground_truth_lists_only_faults_that_started(streaming: Make) -> None:
-    from fabricops.simulator.faults import FaultSpec
-
     sim = streaming()
     sim.add_fault(FaultSpec(type="nic_down", entity="host-001:nic0", start_s=1, duration_s=10))
     sim.add_fault(FaultSpec(type="nic_down", entity="host-002:nic0", start_s=50))

@@ -5,7 +5,8 @@ path's ``target``) names the switch; an unknown name is NOT_FOUND and a switch
 that has no frame (down) is UNAVAILABLE, mid-stream too. Capabilities, Get,
 Subscribe (STREAM with SAMPLE / ON_CHANGE / TARGET_DEFINED, ONCE, POLL; see
 :mod:`~fabricops.simulator.agents.gnmi_stream` for the schedule, in device
-time) and Set of ``config/enabled`` (see :mod:`~fabricops.simulator.agents.gnmi_set`).
+time), Set of a port's ``config/enabled`` and of the switch's ECMP hash fields, and
+Get of those hash fields (see :mod:`~fabricops.simulator.agents.gnmi_set`).
 Leaves and values are those of :mod:`fabricops.core.openconfig` and
 :mod:`~fabricops.simulator.agents.gnmi_encode`; timestamps are the frames'
 (ns since the epoch). Optional TLS and a username/password checked on every RPC
@@ -35,7 +36,12 @@ from fabricops.simulator.agents.gnmi_encode import (
     get_response,
     subscribe_response,
 )
-from fabricops.simulator.agents.gnmi_set import SetHandler, apply_set
+from fabricops.simulator.agents.gnmi_set import (
+    SetHandler,
+    apply_set,
+    asks_for_hash,
+    hash_notification,
+)
 from fabricops.simulator.agents.gnmi_stream import (
     GnmiError,
     StreamState,
@@ -226,6 +232,10 @@ class GnmiTarget:
         notifications = []
         for path in request.path or [gnmi_pb2.Path()]:
             pattern = path_of(request.prefix, path)
+            if asks_for_hash(pattern):
+                notifications.append(hash_notification(pattern, device, frame.ts_ns, encoding,
+                                                       self.set_handler))
+                continue
             indices = table.select(pattern)
             if not len(indices):
                 raise GnmiError(_Code.NOT_FOUND,

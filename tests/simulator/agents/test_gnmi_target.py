@@ -284,6 +284,31 @@ def fed(fabric: Topology) -> Iterator[tuple[Simulator, FrameBoard, GnmiTarget]]:
         target.stop()
 
 
+def test_set_and_get_of_the_ecmp_hash_fields(
+    fed: tuple[Simulator, FrameBoard, GnmiTarget],
+) -> None:
+    _, _, target = fed
+    handler = target.set_handler
+    assert isinstance(handler, RecordingSetHandler)
+    state = "/ecmp/hash/state/include-l4"
+    with gNMIclient(target=("127.0.0.1", target.port), insecure=True, username="admin",
+                    password="s3cret") as client:
+        before = _updates(client.get(path=[state], target="leaf-1", encoding="proto"))
+        result = client.set(update=[("/ecmp/hash/config/include-l4", False)], target="leaf-1")
+        after = _updates(client.get(path=["/ecmp"], target="leaf-1", encoding="json_ietf"))
+        client.set(replace=[("/ecmp/hash/config", {"include-l4": True})], target="spine-0")
+        with pytest.raises(gNMIException, match="needs a boolean include-l4"):
+            client.set(update=[("/ecmp/hash/config/include-l4", "l3")], target="leaf-1")
+        with pytest.raises(gNMIException, match="/ecmp/hash/state/include-l4 has"):
+            client.get(path=["/ecmp/hash/config"], target="leaf-1", encoding="proto")
+        with pytest.raises(gNMIException, match="target 'leaf-99' is not served"):
+            client.set(update=[("/ecmp/hash/config/include-l4", True)], target="leaf-99")
+    assert list(before.values()) == [True]
+    assert after == {"ecmp/hash/state/include-l4": False}
+    assert handler.hash_l4 == {"leaf-1": False, "spine-0": True}
+    assert result["response"] == [{"path": "ecmp/hash/config/include-l4", "op": "UPDATE"}]
+
+
 def test_credentials_are_checked(fed: tuple[Simulator, FrameBoard, GnmiTarget]) -> None:
     _, _, target = fed
     wrong = gNMIclient(target=("127.0.0.1", target.port), insecure=True,
