@@ -39,7 +39,7 @@ class RuleConfig(BaseModel):
                                description="-log10 chance that QPs agree on uplinks by luck")
     rehashed_flows: int = Field(default=2, ge=1,
                                 description="Flows moved between stable uplinks, after which "
-                                "every QP pair agrees")
+                                "no QP pair disagrees")
     retrans_ratio: float = Field(default=1e-4, gt=0, description="Retransmits per packet sent")
 
 
@@ -99,7 +99,8 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
         if sw_of_node[node] >= 0:
             out.append(Symptom(int(sw_of_node[node]), "same_uplink_for_every_qp",
                                "hash_polarization", float(polar[node]), 3.5))
-    rehashed = (paths.moved >= c.rehashed_flows) & (paths.agree >= 1.0) & (paths.agree_n >= 2)
+    # flows moved with no link event at the switch, and no QP pair there disagrees
+    rehashed = (paths.moved >= c.rehashed_flows) & ((paths.agree >= 1.0) | (paths.agree_n == 0))
     for node in np.flatnonzero(rehashed & (polar < c.polar_log_p)).tolist():
         if sw_of_node[node] >= 0:
             out.append(Symptom(int(sw_of_node[node]), "flows_rehashed_onto_one_uplink",
