@@ -108,6 +108,8 @@ class RcaEngine:
         agree, agree_n = self.paths.hash_agreement(self.signals.uplink)
         shaky = sig.oper_down | (sig.flaps > 0.05) | sig.missing | sig.node_missing
         unstable = np.bincount(self.index.port_node[shaky], minlength=self.index.n_nodes) > 0
+        if (sig.flaps > 0.05).any():  # a link changed state: groups everywhere may re-hash
+            unstable[:] = True
         moved = self.paths.moves(snap.ts_ns, self.signals.uplink, unstable)
         stats = PathStats(flows, agree, agree_n, self._uplinks, self.paths.fan_in(), moved)
         symptoms = detect(self.index, self.candidates, sig, stats, self.config.rules)
