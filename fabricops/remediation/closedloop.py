@@ -6,7 +6,8 @@ watch -> diagnoses -> remediation in the chosen mode -> simulator actuator.
 The RCA and remediation see only the bus. The job's throughput (goodput of
 its flows) is read from the simulator to score the outcome, against a
 reference run of the same fabric without the fault and with the applied
-action's steps in place from the start: what the remaining capacity allows.
+action's steps applied at the same ticks, compared at the same point of the
+same collective: what the remaining capacity allows.
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def run_loop(fault: dict[str, Any] | None, model: RcaModel, config: RemediationC
     roots = {rca.candidates.names[i] for r in truth for i in r[0]}
     int_topic = topic_name(Topic.INT)
     meter = JobMeter(sim)
-    phases = []
+    phases: list[Phase] = []
     for _ in range(scenario.ticks):
         rate, phase = meter.step()
         out.goodput_bps.append(rate)
@@ -145,8 +146,10 @@ def run_loop(fault: dict[str, Any] | None, model: RcaModel, config: RemediationC
     out.applied = [(tick, step) for tick, step, _ in actuator.log]
     ref = reference_by_phase(scenario_doc(None, seed=seed, duration_s=duration_s),
                              actuator.log)
-    out.reference_bps = float(np.median(list(ref.values()))) if ref else 0.0
-    out.relative = [_relative(r, k, ref) for r, k in zip(out.goodput_bps, phases, strict=True)]
+    out.reference_bps = float(np.nanmedian([ref(k) for k in phases])) if phases else 0.0
+    first = max(10, min((t for t, _, _ in actuator.log), default=10))
+    out.relative = [_relative(r, k, ref) if i >= first else float("nan")  # from the first step
+                    for i, (r, k) in enumerate(zip(out.goodput_bps, phases, strict=True))]
     _score(out, onset)
     return out
 
@@ -157,26 +160,31 @@ class JobMeter:
     A collective ends when its slowest flow does, so the job moves at its
     flow count times the goodput of its slowest flow; only flows sending for
     the whole tick count (NaN when none did). ``phase`` is the tick's place in
-    its collective (0 = the first tick of a collective), so a run can be
-    compared with a reference at the same point of the collective.
+    its collective as (tick the collective started, ticks since), so a run can
+    be compared with a reference at the same point of the same collective.
+    A collective starts inside ``sim.step()`` (its bytes are refilled there):
+    the tick whose bytes left grew.
     """
 
     def __init__(self, sim: Simulator, job: int = 0) -> None:
         self.sim = sim
         self.job = job
-        self.phase = -1
-        self._left = 0.0
+        self.phase = (0, -1)
 
-    def step(self) -> tuple[float, int]:
+    def step(self) -> tuple[float, tuple[int, int]]:
         sim, fl = self.sim, self.sim.workload.flows
+        tick = sim.tick
         mine = (fl.job == self.job) & fl.active
         before = mine & (fl.bytes_left > 0)
         left = float(fl.bytes_left[mine].sum())
-        self.phase = 0 if left > self._left or self.phase < 0 else self.phase + 1
         obs = sim.step()
         fl = sim.workload.flows
         n = len(before)
-        self._left = float(fl.bytes_left[: n][mine].sum())
+        start, since = self.phase
+        if float(fl.bytes_left[:n][mine].sum()) > left or since < 0:
+            self.phase = (tick, 0)
+        else:
+            self.phase = (start, since + 1)
         whole = before & (fl.bytes_left[:n] > 0) & fl.active[:n]
         if not whole.any():
             return float("nan"), self.phase
@@ -197,29 +205,59 @@ class LoggedActuator(SimulatorActuator):
         return facts
 
 
+Phase = tuple[int, int]
+
+
 def reference_by_phase(doc: dict[str, Any], log: list[tuple[int, Step, Action]]
-                       ) -> dict[int, float]:
-    """The job's rate at each phase of its collective on the fault-free fabric, with the
-    same steps applied at the same ticks as in the loop (median over collectives since
-    the first step): what the remaining capacity allows."""
+                       ) -> Callable[[Phase], float]:
+    """The job's rate on the fault-free fabric with the same steps applied at the same
+    ticks, at a given point (collective start tick, ticks since) of a collective.
+
+    A collective that started after the last step is compared with the median over
+    the reference's collectives that did (the steady state of what the remaining
+    capacity allows); one that started earlier (the one in flight at the fault's
+    onset starts at the same tick in both runs) with the reference's collective
+    whose start is nearest. Either way a run that fell behind by some ticks is
+    compared at its own point of the collective, not at the same tick.
+    """
     sim = build_simulator(scenario_from_dict(doc, "reference"))
     act = SimulatorActuator(direct(sim))
     meter = JobMeter(sim)
-    since = max(10, min((t for t, _, _ in log), default=10))
-    seen: dict[int, list[float]] = {}
+    last = max((t for t, _, _ in log), default=-1)
+    per: dict[int, dict[int, float]] = {}
     for tick in range(int(doc["duration_s"])):
         for _, step, action in (e for e in log if e[0] == tick):
             act.apply(step, action)
-        rate, phase = meter.step()
-        if tick >= since and np.isfinite(rate):
-            seen.setdefault(phase, []).append(rate)
-    return {k: float(np.median(v)) for k, v in seen.items()}
+        rate, (start, since) = meter.step()
+        if np.isfinite(rate):
+            per.setdefault(start, {})[since] = rate
+    steady: dict[int, list[float]] = {}
+    for start, rates in per.items():
+        if start > last:
+            for k, v in rates.items():
+                steady.setdefault(k, []).append(v)
+    profile = {k: float(np.median(v)) for k, v in steady.items()}
+
+    def at(phase: Phase) -> float:
+        start, since = phase
+        if start > last and profile:
+            return _at_or_before(profile, since)
+        if not per:
+            return float("nan")
+        nearest = min(per, key=lambda s: (abs(s - start), s))
+        return _at_or_before(per[nearest], since)
+
+    return at
 
 
-def _relative(rate: float, phase: int, ref: dict[int, float]) -> float:
-    """``rate`` over the reference at the same phase (or the nearest earlier one)."""
-    known = [k for k in ref if k <= phase]
-    base = ref[max(known)] if known else float("nan")
+def _at_or_before(rates: dict[int, float], since: int) -> float:
+    known = [k for k in rates if k <= since]
+    return rates[max(known)] if known else float("nan")
+
+
+def _relative(rate: float, phase: Phase, ref: Callable[[Phase], float]) -> float:
+    """``rate`` over the reference at the same point of the collective."""
+    base = ref(phase)
     return rate / base if base > 0 else float("nan")
 
 

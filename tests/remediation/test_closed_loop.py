@@ -149,3 +149,18 @@ def test_the_precheck_on_measured_loads_refuses_a_drain_that_would_overload() ->
     assert a.audit[-1].actor == "precheck"
     assert "would run at" in a.audit[-1].note
     assert r.applied == []
+
+
+def test_the_meter_marks_where_each_collective_starts_so_runs_compare_by_collective() -> None:
+    """A run that fell a tick behind is compared at its own point of the collective."""
+    from fabricops.remediation.closedloop import JobMeter, scenario_doc
+    from fabricops.simulator.scenario import build_simulator, scenario_from_dict
+
+    sim = build_simulator(scenario_from_dict(scenario_doc(None, seed=7, duration_s=40.0), "m"))
+    meter = JobMeter(sim)
+    phases = [meter.step()[1] for _ in range(40)]
+    starts = sorted({start for start, _ in phases})
+    assert len(starts) >= 2, f"one collective in 40 s: {phases}"
+    for start in starts:
+        offsets = [since for s, since in phases if s == start]
+        assert offsets == list(range(len(offsets)))  # 0, 1, 2, ... within a collective
