@@ -35,6 +35,7 @@ from fabricops.rca.signals import PortSignals, Signals
 from fabricops.rca.view import FabricView, IntPaths, PortIndex
 
 F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
 VOTES = FCOL["l_vote_share"]
 
 
@@ -106,11 +107,7 @@ class RcaEngine:
         sig = self.signals.update(snap)
         flows = self.paths.recent(snap.ts_ns)
         agree, agree_n = self.paths.hash_agreement(self.signals.uplink)
-        shaky = sig.oper_down | (sig.flaps > 0.05) | sig.missing | sig.node_missing
-        unstable = np.bincount(self.index.port_node[shaky], minlength=self.index.n_nodes) > 0
-        if (sig.flaps > 0.05).any():  # a link changed state: groups everywhere may re-hash
-            unstable[:] = True
-        moved = self.paths.moves(snap.ts_ns, self.signals.uplink, unstable)
+        moved = self.paths.moves(snap.ts_ns, self.signals.uplink, unstable_nodes(self.index, sig))
         stats = PathStats(flows, agree, agree_n, self._uplinks, self.paths.fan_in(), moved)
         symptoms = detect(self.index, self.candidates, sig, stats, self.config.rules)
         if self.steps < self.config.warmup_steps:
@@ -174,6 +171,18 @@ class RcaEngine:
             confidence=round(confidence, 4), ranked=ranked, evidence=tuple(ev[:16]),
             missing=tuple(missing), affected_hosts=hosts, affected_jobs=jobs,
             action=ACTIONS.get(fault, ""), model_version=self.model.version if self.model else "")
+
+
+def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B:
+    """Per node: flows moving there are no sign of a hash fault. A node with a port
+    down, flapping or silent; every node while any link changes state (ECMP groups
+    all over the fabric re-hash when a member comes or goes)."""
+    changing = sig.flaps > flapping
+    if changing.any():
+        return np.ones(ix.n_nodes, bool)
+    shaky = sig.oper_down | sig.missing | sig.node_missing
+    out: B = np.bincount(ix.port_node[shaky], minlength=ix.n_nodes) > 0
+    return out
 
 
 def nodes_of(entity: str) -> set[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from fabricops.core.frame import Frame, Source
 from fabricops.rca.features import FEATURES
 from fabricops.rca.model import CLASSES, DEFAULT_MODEL, ModelError, RcaModel
-from fabricops.rca.view import COL, FabricView, PortIndex
+from fabricops.rca.view import COL, FabricView, PortIndex, Snapshot
 from fabricops.simulator.builders import fat_tree, leaf_spine
 
 T0 = 1_767_225_600_000_000_000
@@ -180,3 +181,26 @@ def test_only_candidates_in_focus_are_scored() -> None:
     part, _ = model.scores(x, kind, focus)
     assert np.array_equal(part[focus], full[focus])
     assert (part[~focus] == 0).all()
+
+
+
+def test_moves_count_nowhere_while_a_link_changes_state_and_not_where_a_port_is_down() -> None:
+    from fabricops.rca.engine import unstable_nodes
+    from fabricops.rca.signals import Signals
+
+    ix = PortIndex(leaf_spine(gpus=64))
+    values = np.full((ix.n_ports, len(COL)), np.nan)
+    values[:, COL["oper_status"]] = 1.0
+    fresh = np.ones(ix.n_ports, bool)
+    sig = Signals(ix).update(Snapshot(T0, values, fresh, np.ones(ix.n_nodes, bool), fresh))
+    assert not unstable_nodes(ix, sig).any()  # a quiet fabric: moves count everywhere
+
+    port = ix.port_of["leaf-1:eth1"]
+    down = sig.oper_down.copy()
+    down[port] = True
+    only_leaf = unstable_nodes(ix, replace(sig, oper_down=down))
+    assert np.flatnonzero(only_leaf).tolist() == [ix.port_node[port]]
+
+    flaps = sig.flaps.copy()
+    flaps[next(p for p, name in enumerate(ix.port_ids) if name.startswith("spine-0:"))] = 1.0
+    assert unstable_nodes(ix, replace(sig, flaps=flaps)).all()
