@@ -37,6 +37,7 @@ from fabricops.rca.view import FabricView, IntPaths, PortIndex
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 VOTES = FCOL["l_vote_share"]
+STEADY = 0.02  # root-score margin within which an incident keeps its root
 
 
 class RcaConfig(BaseModel):
@@ -92,6 +93,7 @@ class RcaEngine:
         self._last_symptom_ns = -1
         self.steps = 0
         self._cand_nodes = self.candidates.nodes(self.index)
+        self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
                                     minlength=self.index.n_nodes).astype(float)
 
@@ -127,6 +129,19 @@ class RcaEngine:
             diag = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best, diag, flows)
 
+    def _steady(self, top: int, root: F64, best: npt.NDArray[np.int64]) -> int:
+        """The incident's current root when it is as likely as ``top`` (within
+        ``STEADY``), of the same type and on the same node (the NICs of a slow host):
+        a revision does not hop between equals."""
+        if self._incident is None:
+            return top
+        cur = self._name_index.get(self._incident[2])
+        if (cur is None or cur == top or best[cur] != best[top]
+                or root[cur] < root[top] - STEADY
+                or not related(self.candidates.names[cur], self.candidates.names[top])):
+            return top
+        return cur
+
     def _focus(self, symptoms: list[Symptom], x: F64) -> npt.NDArray[np.bool_]:
         """Candidates worth scoring: on a node some symptom is on, or a link voted for."""
         near = np.zeros(self.index.n_nodes, bool)
@@ -140,10 +155,11 @@ class RcaEngine:
                   flows: list[tuple[int, int, tuple[int, ...]]]) -> Diagnosis | None:
         cfg, cand = self.config, self.candidates
         order = np.argsort(-root, kind="stable")[: cfg.top_k]
-        total = float(root[order].sum())
-        if total <= 0:
+        if float(root[order].sum()) <= 0:
             return None
-        top = int(order[0])
+        top = self._steady(int(order[0]), root, best)
+        order = np.concatenate(([top], order[order != top]))[: cfg.top_k]
+        total = float(root[order].sum())
         missing = _missing(self.index, sig)
         penalty = min(0.5, cfg.missing_penalty * len(missing))
         confidence = float(root[top]) * (1.0 - penalty)

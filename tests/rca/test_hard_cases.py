@@ -156,3 +156,15 @@ def test_loss_on_a_direction_no_packet_crosses_is_scored_as_untouched() -> None:
     busy = dataclasses.replace(idle, doc={**idle.doc, "faults": [busy_fault]},
                                faults=(busy_fault,))
     assert replay(busy, None).touched is True
+
+
+def test_a_slow_host_keeps_one_named_nic_while_its_incident_lasts(model: RcaModel) -> None:
+    """Every NIC of a slow host pauses alike; revisions do not hop from one to another."""
+    r = replay(scenario([{"type": "slow_receiver", "entity": "host-013", "start_s": ONSET}],
+                        duration=40.0), model)
+    named = [t.diagnosis for t in r.ticks if t.diagnosis is not None]
+    assert len(named) >= 10
+    assert {d.root for d in named} == {named[0].root}
+    assert named[0].root.startswith("host-013:")
+    assert {d.fault_type for d in named} == {"slow_receiver"}
+    assert {d.id for d in named} == {named[0].id}
