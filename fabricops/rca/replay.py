@@ -111,7 +111,7 @@ def replay(ls: LabelledScenario, model: RcaModel | None, *, collect: bool = Fals
     int_topic = topic_name(Topic.INT)
     touched = [False] * len(sim.faults.faults)
     for _ in range(scenario.ticks):
-        before = sim.paths.copy()
+        before = sim.paths.copy() if not all(touched) else sim.paths
         sim.step()
         touched = [t or fault_touched(sim, r, before) for t, r in zip(
             touched, sim.faults.faults, strict=True)]

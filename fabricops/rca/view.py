@@ -22,7 +22,6 @@ move: in a stable ECMP fabric flows only move when a link changes state).
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
@@ -232,7 +231,7 @@ class IntPaths:
         self.keep_ns = int(keep_s * 1e9)
         self._paths: dict[tuple[int, int, int], tuple[int, tuple[int, ...]]] = {}
         self._egress: dict[tuple[int, int, int], tuple[int, ...]] = {}
-        self._moves: deque[tuple[int, int, int]] = deque()  # ts, old port, new port
+        self._moves: list[tuple[int, int, int]] = []  # ts, old port, new port
         self.reports_unnamed = 0
 
     def ingest(self, batch: IntBatch) -> None:
@@ -280,8 +279,8 @@ class IntPaths:
         re-hashes its flows.
         """
         node_of = self.index.port_node
-        kept = deque(m for m in self._moves
-                     if now_ns - m[0] <= self.keep_ns and not unstable[node_of[m[1]]])
+        kept = [m for m in self._moves
+                if now_ns - m[0] <= self.keep_ns and not unstable[node_of[m[1]]]]
         self._moves = kept
         out = np.zeros(self.index.n_nodes)
         if not kept:

@@ -261,10 +261,8 @@ class IntExporter:
         fl, cfg = src.workload.flows, self.config
         epath, dead = src.effective_paths()
         live = np.flatnonzero(fl.active & (dead < 0) & (epath[:, 0] != src.fabric.dummy_channel))
-        if len(self._reported) < len(fl.sport):
-            grown = np.zeros(len(fl.sport), np.uint64)
-            grown[: len(self._reported)] = self._reported
-            self._reported = grown
+        if len(self._reported) < len(fl.sport):  # flows were added: unseen until reported
+            self._reported = np.pad(self._reported, (0, len(fl.sport) - len(self._reported)))
         sig = path_signature(epath[live], fl.sport[live])
         moved = np.flatnonzero(self._reported[live] != sig)
         if len(moved) > cfg.path_change_reports_per_tick:
