@@ -7,11 +7,10 @@ import ipaddress
 import shutil
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -181,24 +180,30 @@ def test_policy_book_precedence_age_and_expiry() -> None:
 SPEED = 20.0
 
 
+class RecordingBoard(FrameBoard):
+    """A FrameBoard that keeps every frame published on it, by (device, timestamp)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.published: dict[tuple[str, int], Frame] = {}
+
+    def publish(self, frames: list[Frame]) -> None:
+        for frame in frames:
+            self.published[(frame.device, frame.ts_ns)] = frame
+        super().publish(frames)
+
+
 @dataclass
 class Fabric:
     """A running simulated fabric served by a gNMI target, with every frame it published."""
 
-    board: FrameBoard
+    board: RecordingBoard
     driver: SimulationDriver
     target: GnmiTarget
-    published: dict[tuple[str, int], Frame] = field(default_factory=dict)
-    stop: threading.Event = field(default_factory=threading.Event)
 
-    def record(self) -> None:
-        tick = 0
-        while not self.stop.is_set():
-            tick = self.board.wait_tick(tick, timeout_s=0.2)
-            for device in self.board.devices():
-                frame = self.board.latest(device)
-                if frame is not None:
-                    self.published[(device, frame.ts_ns)] = frame
+    @property
+    def published(self) -> dict[tuple[str, int], Frame]:
+        return self.board.published
 
 
 @contextmanager
@@ -206,12 +211,10 @@ def serving(config: GnmiTargetConfig | None = None) -> Iterator[Fabric]:
     topo = leaf_spine(gpus=64)
     sim = Simulator(topo, SimConfig(seed=11))
     sim.add_job(JobSpec(hosts=8, placement="random", compute_s=0.0, comm_bytes_per_nic=1e15))
-    board = FrameBoard()
+    board = RecordingBoard()
     driver = SimulationDriver(sim, board, DriverConfig(speed=SPEED))
     target = GnmiTarget(config or GnmiTargetConfig(), board, [n.id for n in topo.switches()])
     fab = Fabric(board, driver, target)
-    recorder = threading.Thread(target=fab.record, daemon=True)
-    recorder.start()
     driver.start()
     target.start()
     try:
@@ -219,8 +222,6 @@ def serving(config: GnmiTargetConfig | None = None) -> Iterator[Fabric]:
     finally:
         target.stop()
         driver.stop()
-        fab.stop.set()
-        recorder.join()
 
 
 @pytest.fixture
