@@ -42,8 +42,10 @@ from fabricops.api.alert_config import (
 from fabricops.api.alert_render import AlertRenderer
 from fabricops.api.alert_sender import AlertMetrics, ReceiverSender
 from fabricops.core.actions import Action
-from fabricops.core.bus import Bus, BusError, Message, Topic, topic_name
+from fabricops.core.bus import Bus, Message, Topic, topic_name
 from fabricops.core.busio import GroupConsumer
+from fabricops.core.deadletter import DeadLetterBox
+from fabricops.core.liveness import Liveness
 from fabricops.core.records import Diagnosis
 from fabricops.store.store import Store, StoreError
 
@@ -55,16 +57,22 @@ __all__ = ["AlertDispatcher", "AlertEvents", "AlertFormat", "AlertReceiver", "Al
            "AlertsConfigError", "OutboxUnavailableError", "load_alerts_config"]
 
 
-class OutboxUnavailableError(BusError):
-    """The outbox could not take a batch's alerts; the batch stays uncommitted and the
-    bus delivers it again (the consumer loop treats it as a bus failure)."""
+class OutboxUnavailableError(RuntimeError):
+    """The outbox could not take a batch's alerts; the batch stays uncommitted. When the
+    database is away (``transient``) the consumer loop handles the batch again after a
+    backoff; otherwise it sets the failing record aside on the dead-letter topic."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class AlertDispatcher:
     """See the module docstring. ``store`` is started and stopped by the caller."""
 
     def __init__(self, config: AlertsConfig, bus: Bus, store: Store,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 liveness: Liveness | None = None) -> None:
         self.config = config
         self.bus = bus
         self.store = store
@@ -77,8 +85,11 @@ class AlertDispatcher:
         self._kinds: dict[str, type[Diagnosis] | type[Action]] = {
             topic_name(Topic.DIAGNOSES, config.prefix): Diagnosis,
             topic_name(Topic.ACTIONS, config.prefix): Action}
+        self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix,
+                                          registry=self.registry)
         self._consumer = GroupConsumer(bus, list(self._kinds), config.group, self.process,
-                                       name="alerts", log=log)
+                                       name="alerts", log=log, dead_letters=self.dead_letters,
+                                       liveness=liveness, registry=self.registry)
         self._lock = threading.Lock()
         self._next_refresh_s = 0.0
         self._next_prune_s = 0.0
@@ -120,8 +131,8 @@ class AlertDispatcher:
                        for e in self.renderer.entries(record)]
             added = self.store.enqueue_alerts(entries, now_ns=time.time_ns()) if entries else 0
         except StoreError as exc:
-            raise OutboxUnavailableError(f"alerts of {len(messages)} records not enqueued; "
-                                         f"left for the bus to deliver again: {exc}") from exc
+            raise OutboxUnavailableError(f"alerts of {len(messages)} records not enqueued: "
+                                         f"{exc}", transient=exc.transient) from exc
         self.metrics.enqueued.inc(added)
         if added:
             for name in {e.receiver for e in entries}:
@@ -136,8 +147,7 @@ class AlertDispatcher:
             return kind.decode(m.value)
         except (ValidationError, ValueError) as exc:
             self.metrics.rejected.inc()
-            log.warning("alerts: set aside %s[%d]@%d: %s", m.topic, m.partition, m.offset,
-                        " ".join(str(exc).split())[:300])
+            self.dead_letters.put(m, "undecodable", " ".join(str(exc).split())[:300])
             return None
 
     def _upkeep(self) -> None:

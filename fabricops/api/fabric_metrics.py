@@ -44,6 +44,8 @@ from fabricops.api.fabric_aggregates import (
 )
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
 from fabricops.core.busio import GroupConsumer, frames_from_messages
+from fabricops.core.deadletter import DeadLetterBox
+from fabricops.core.liveness import Liveness
 from fabricops.core.topology import Topology
 from fabricops.rca.view import FabricView, PortIndex
 
@@ -71,7 +73,8 @@ class FabricMetrics:
 
     def __init__(self, config: FabricMetricsConfig, bus: Bus, topology: Topology,
                  registry: CollectorRegistry | None = None,
-                 monotonic: Callable[[], float] = time.monotonic) -> None:
+                 monotonic: Callable[[], float] = time.monotonic,
+                 liveness: Liveness | None = None) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
         self.index = PortIndex(topology)
@@ -88,9 +91,12 @@ class FabricMetrics:
                                   registry=self.registry)
         self.collector = FabricCollector(self)
         self.registry.register(self.collector)
+        self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix,
+                                          registry=self.registry)
         self._consumer = GroupConsumer(bus, [topic_name(Topic.TELEMETRY, config.prefix)],
                                        config.group, self.process, name="fabric-metrics",
-                                       log=log)
+                                       log=log, dead_letters=self.dead_letters,
+                                       liveness=liveness, registry=self.registry)
 
     def start(self) -> None:
         self._consumer.start()
@@ -102,9 +108,9 @@ class FabricMetrics:
         """Fold one batch of telemetry records in; returns the frames taken."""
         rejects: list[tuple[Message, str]] = []
         frames = frames_from_messages(messages, rejects=rejects)
-        for _, reason in rejects:
+        for m, why in rejects:
             self.m_rejected.inc()
-            log.warning("fabric metrics: set aside %s", reason)
+            self.dead_letters.put(m, "undecodable", why)
         if frames:
             with self._lock:
                 self.view.ingest(frames)

@@ -29,6 +29,7 @@ class Topic(StrEnum):
     DIAGNOSES = "diagnoses.v1"
     ACTIONS = "actions.v1"
     CONTROL = "control.v1"  # SamplingPolicy
+    DEAD_LETTERS = "deadletter.v1"  # DeadLetter: records a consumer could not take
 
 
 DEFAULT_PREFIX = "fabricops."

@@ -8,14 +8,12 @@ records, one per sink switch, keyed by the sink's node id.
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Message, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
+from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig, GroupConsumer
 from fabricops.core.frame import Frame, FrameDecodeError
 from fabricops.core.intreport import IntBatch
 
@@ -43,17 +41,17 @@ def frames_from_messages(
 
     A message that is not a valid frame raises FrameDecodeError naming its topic,
     partition and offset; if ``rejects`` is given, it is appended there with the
-    reason instead, and decoding goes on.
+    cause instead, and decoding goes on.
     """
     frames: list[Frame] = []
     for msg in msgs:
         try:
             frames.append(Frame.decode(msg.value))
         except FrameDecodeError as exc:
-            reason = f"{msg.topic}[{msg.partition}]@{msg.offset}: {exc}"
             if rejects is None:
-                raise FrameDecodeError(reason) from exc
-            rejects.append((msg, reason))
+                raise FrameDecodeError(f"{msg.topic}[{msg.partition}]@{msg.offset}: "
+                                       f"{exc}") from exc
+            rejects.append((msg, str(exc)))
     return frames
 
 
@@ -72,70 +70,5 @@ class BusIntSink:
             self.bus.publish(self.topic, str(sink).encode(), [part.encode()])
 
 
-def consume_until(stop: threading.Event, bus: Bus, topics: Sequence[str], group: str,
-                  handle: Callable[[list[Message]], object], *,
-                  consumer: Consumer | None = None, poll_timeout_s: float = 0.5,
-                  max_records: int = 500,
-                  on_bus_error: Callable[[BusError, float], None] | None = None) -> None:
-    """Poll, ``handle`` a non-empty batch, commit, until ``stop`` is set.
-
-    A commit follows ``handle``, so only handled work is committed. A bus that
-    goes away (BusError) is reported to ``on_bus_error`` with the wait before
-    retrying, waited out with a backoff doubling from 0.5 s to 10 s, and the
-    group is joined again. The consumer is closed on the way out.
-    """
-    backoff = 0.5
-    while not stop.is_set():
-        try:
-            if consumer is None:
-                consumer = bus.subscribe(topics, group)
-            messages = consumer.poll(poll_timeout_s, max_records)
-            if messages:
-                handle(messages)
-            consumer.commit()
-            backoff = 0.5
-        except BusError as exc:
-            if on_bus_error is not None:
-                on_bus_error(exc, backoff)
-            _close_quietly(consumer)
-            consumer = None
-            stop.wait(backoff)
-            backoff = min(backoff * 2, 10.0)
-    _close_quietly(consumer)
-
-
-class GroupConsumer:
-    """``consume_until`` on a daemon thread named ``name``, between ``start`` and ``stop``.
-
-    Bus errors are logged by ``log`` with the wait before the retry.
-    """
-
-    def __init__(self, bus: Bus, topics: Sequence[str], group: str,
-                 handle: Callable[[list[Message]], object], *, name: str,
-                 log: logging.Logger) -> None:
-        self.bus, self.topics, self.group, self.handle = bus, list(topics), group, handle
-        self.name, self.log = name, log
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def start(self) -> None:
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self._thread.start()
-
-    def stop(self, timeout_s: float = 10.0) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=timeout_s)
-            self._thread = None
-
-    def _run(self) -> None:
-        consume_until(self._stop, self.bus, self.topics, self.group, self.handle,
-                      on_bus_error=lambda e, w: self.log.warning(
-                          "%s: bus error (%s); retry in %.1f s", self.name, e, w))
-
-
-def _close_quietly(consumer: Consumer | None) -> None:
-    if consumer is not None:
-        with contextlib.suppress(BusError):
-            consumer.close()
+__all__ = ["BusFrameSink", "BusIntSink", "ConsumerLoop", "ConsumerLoopConfig", "GroupConsumer",
+           "frames_from_messages"]

@@ -38,6 +38,7 @@ VIEWS: dict[Topic, Callable[[bytes], Iterator[dict[str, Any]]]] = {
     Topic.INT: _int,
     Topic.CONTROL: _policy,
     Topic.EVENTS: _json,
+    Topic.DEAD_LETTERS: _json,
     Topic.DIAGNOSES: _json,
     Topic.ACTIONS: _json,
 }

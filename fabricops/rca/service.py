@@ -19,7 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Message, Topic, topic_name
 from fabricops.core.busio import GroupConsumer, frames_from_messages
+from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.intreport import IntBatch, IntBatchError
+from fabricops.core.liveness import Liveness
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
 from fabricops.rca.engine import RcaConfig, RcaEngine
@@ -45,7 +47,8 @@ class RcaService:
     def __init__(self, config: RcaServiceConfig, bus: Bus, topology: Topology,
                  model: RcaModel | None, store: Store | None = None,
                  jobs: Mapping[str, Sequence[str]] | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 liveness: Liveness | None = None) -> None:
         self.config = config
         self.bus = bus
         self.store = store
@@ -62,8 +65,10 @@ class RcaService:
         self._out = topic_name(Topic.DIAGNOSES, config.prefix)
         self._last_step_ns = -1
         self._published: dict[str, tuple[str, str, int]] = {}
+        self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix, registry=reg)
         self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
-                                       name="rca", log=log)
+                                       name="rca", log=log, dead_letters=self.dead_letters,
+                                       liveness=liveness, registry=reg)
         self.diagnoses: list[Diagnosis] = []
 
     def start(self) -> None:
@@ -83,10 +88,10 @@ class RcaService:
                 try:
                     self.engine.ingest_int(IntBatch.decode(m.value))
                 except IntBatchError as exc:
-                    rejects.append((m, f"{m.topic}[{m.partition}]@{m.offset}: {exc}"))
-        for _, reason in rejects:
+                    rejects.append((m, str(exc)))
+        for m, why in rejects:
             self.m_rejected.inc()
-            log.warning("rca: set aside %s", reason)
+            self.dead_letters.put(m, "undecodable", why)
         newest = self.engine.view.newest_ns
         if newest < 0 or newest - self._last_step_ns < self.config.step_s * 1e9:
             return []

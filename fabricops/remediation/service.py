@@ -20,7 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from fabricops.core.actions import Action, ActionState
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
 from fabricops.core.busio import GroupConsumer, frames_from_messages
+from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.intreport import IntBatch, IntBatchError
+from fabricops.core.liveness import Liveness
 from fabricops.core.records import Diagnosis
 from fabricops.remediation.engine import RemediationEngine
 from fabricops.remediation.webhook import WebhookNotifier
@@ -42,7 +44,8 @@ class RemediationService:
 
     def __init__(self, config: RemediationServiceConfig, bus: Bus, engine: RemediationEngine,
                  store: Store | None = None, notifier: WebhookNotifier | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 liveness: Liveness | None = None) -> None:
         self.config = config
         self.bus = bus
         self.engine = engine
@@ -53,8 +56,12 @@ class RemediationService:
                         for t in (Topic.TELEMETRY, Topic.INT, Topic.DIAGNOSES)]
         self._out = topic_name(Topic.ACTIONS, config.prefix)
         self._last_step_ns = -1
+        reg = registry if registry is not None else CollectorRegistry()
+        self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix, registry=reg)
         self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
-                                       name="remediation", log=log)
+                                       name="remediation", log=log,
+                                       dead_letters=self.dead_letters, liveness=liveness,
+                                       registry=reg)
         self.rejected = 0
 
     def start(self) -> None:
@@ -73,7 +80,9 @@ class RemediationService:
         """Fold a batch in; step the engine when ``step_s`` of telemetry time has passed."""
         tel, int_topic, dx_topic = self._topics
         watch = self.engine.watch
-        watch.ingest_frames(frames_from_messages(m for m in messages if m.topic == tel))
+        rejects: list[tuple[Message, str]] = []
+        watch.ingest_frames(frames_from_messages((m for m in messages if m.topic == tel),
+                                                 rejects=rejects))
         diagnoses = []
         for m in messages:
             try:
@@ -82,9 +91,10 @@ class RemediationService:
                 elif m.topic == dx_topic:
                     diagnoses.append(Diagnosis.decode(m.value))
             except (IntBatchError, ValidationError, ValueError) as exc:
-                self.rejected += 1
-                log.warning("remediation: set aside %s[%d]@%d: %s", m.topic, m.partition,
-                            m.offset, exc)
+                rejects.append((m, str(exc)))
+        for m, why in rejects:
+            self.rejected += 1
+            self.dead_letters.put(m, "undecodable", why)
         newest = watch.engine.view.newest_ns
         if newest >= 0 and newest - self._last_step_ns >= self.config.step_s * 1e9:
             self._last_step_ns = newest

@@ -16,7 +16,14 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy.exc import (
+    ArgumentError,
+    DBAPIError,
+    DisconnectionError,
+    InterfaceError,
+    OperationalError,
+)
+from sqlalchemy.exc import TimeoutError as SqlTimeoutError
 
 PSYCOPG_DRIVER = "postgresql+psycopg"
 _PG_ALIASES = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
@@ -76,6 +83,19 @@ def describe_error(exc: BaseException) -> str:
     if len(text) > _CAUSE_CHARS:
         text = text[:_CAUSE_CHARS] + "..."
     return f"{type(cause).__name__}: {text}"
+
+
+def is_unavailable(exc: BaseException) -> bool:
+    """True if ``exc`` says the database is away or busy, not that the statement is wrong.
+
+    Connection refused or lost, a server shutting down, a pool or lock timeout:
+    the same statement may succeed later. A value out of range, a constraint
+    or a syntax error will fail again."""
+    if isinstance(exc, DisconnectionError | SqlTimeoutError | InterfaceError):
+        return True
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, OperationalError)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

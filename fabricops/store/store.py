@@ -34,6 +34,7 @@ from fabricops.store.database import (
     build_engine,
     describe_error,
     display_url,
+    is_unavailable,
     parse_url,
 )
 from fabricops.store.metrics import StoreMetrics
@@ -92,7 +93,15 @@ class StoreConfig(BaseModel):
 
 
 class StoreError(RuntimeError):
-    """A store operation failed; the message names the database and the cause."""
+    """A store operation failed; the message names the database and the cause.
+
+    ``transient`` is True when the database could not be reached or was busy
+    (waiting and retrying the same write may succeed), False when the data or
+    the request is at fault (retrying cannot help)."""
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
 
 
 class ActionConflict(StoreError):  # noqa: N818  (the name other modules use)
@@ -166,6 +175,23 @@ class Store:
         rows = [queries.segment_row(r) for r in records]
         return self._put("replace_segments", SegmentRow.__tablename__, rows, SEGMENT_KEY,
                          upsert=_REPLACE)
+
+    def rewrite_window(self, segment: SegmentRecord, *, device: str, source: str,
+                       t0_ns: int, t1_ns: int) -> int:
+        """In one transaction, replace the segments of (device, source) that start in
+        [t0_ns, t1_ns) by ``segment`` (a window corrected with late frames)."""
+        row = queries.segment_row(segment)
+        drop = delete(SegmentRow).where(
+            SegmentRow.device == device, SegmentRow.source == str(source),
+            SegmentRow.t_start_ns >= t0_ns, SegmentRow.t_start_ns < t1_ns)
+
+        def work(conn: Connection) -> int:
+            conn.execute(drop)
+            return insert_rows(conn, SEGMENTS, [row], key=SEGMENT_KEY)
+
+        inserted = self._transaction("rewrite_window", work)
+        self.metrics.written(SegmentRow.__tablename__, 1, inserted)
+        return inserted
 
     def segments(self, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None = None,
                  source: str | None = None) -> list[SegmentRecord]:
@@ -461,7 +487,8 @@ class Store:
                 result = work(conn)
         except _FAILURES as exc:
             self.metrics.errors.labels(op).inc()
-            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}") from exc
+            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}",
+                             transient=is_unavailable(exc)) from exc
         self.metrics.write_seconds.labels(op).observe(time.perf_counter() - started)
         return result
 
@@ -476,7 +503,8 @@ class Store:
                 return work(conn)
         except _FAILURES as exc:
             self.metrics.errors.labels(op).inc()
-            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}") from exc
+            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}",
+                             transient=is_unavailable(exc)) from exc
 
     def _running(self, op: str) -> Engine:
         if self._engine is None:
