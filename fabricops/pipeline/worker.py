@@ -11,6 +11,15 @@ so a worker killed anywhere in a batch finds its frames again (staged in the
 store, or re-delivered by the bus) and the store's idempotent writes make the
 second pass add nothing.
 
+A frame is a duplicate only when its identity (device, source, ts_ns) is
+held already; a frame older than its stream's newest is stored all the same:
+into its window if that is still open, else by correcting the stored window
+(:mod:`fabricops.pipeline.late`). A record the worker cannot take goes to the
+dead-letter topic with its reason; the consumer loop
+(:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
+that fails, and rebuilds the worker's state from the store (``recover``)
+before it goes on.
+
 A window is ``keyframe_interval_s`` of one stream. It closes when a frame of
 a later window arrives for that stream, or when the newest frame of the same
 source is ``close_grace_s`` past the window's end (a device that went quiet;
@@ -30,15 +39,19 @@ import numpy as np
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Consumer, Message, Topic, topic_name
-from fabricops.core.busio import consume_until
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
 from fabricops.core.catalogue import CATALOGUE
+from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig
+from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.frame import Frame, FrameError
 from fabricops.core.intreport import IntBatch, IntBatchError
+from fabricops.core.liveness import Liveness
+from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.records import Event
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
+from fabricops.pipeline.late import correct_windows
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.worker_metrics import WorkerMetrics
 from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths
@@ -60,6 +73,8 @@ class PipelineConfig(BaseModel):
     max_future_s: float = Field(default=60.0, gt=0, description="Newer frames are rejected")
     poll_timeout_s: float = Field(default=0.5, gt=0)
     max_records: int = Field(default=1000, ge=1)
+    give_up_after_s: float = Field(default=300.0, gt=0,
+                                   description="No batch done for this long: the worker exits")
     events: EventConfig = EventConfig()
 
 
@@ -68,6 +83,7 @@ class BatchResult:
     """What one batch did (the counts also go to the worker's metrics)."""
 
     frames: int = 0
+    late: int = 0
     events: list[Event] = field(default_factory=list)
     segments: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
@@ -84,6 +100,11 @@ class BatchResult:
 class _Window:
     index: int
     frames: list[Frame] = field(default_factory=list)
+    ts_ns: set[int] = field(default_factory=set)
+
+    def add(self, frame: Frame) -> None:
+        self.frames.append(frame)
+        self.ts_ns.add(frame.ts_ns)
 
 
 class PipelineWorker:
@@ -92,11 +113,15 @@ class PipelineWorker:
     def __init__(self, config: PipelineConfig, bus: Bus, store: Store,
                  registry: CollectorRegistry | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
-                 int_paths: IntPathBook | None = None) -> None:
+                 int_paths: IntPathBook | None = None,
+                 liveness: Liveness | None = None) -> None:
         self.config = config
         self.bus = bus
         self.store = store
-        self.metrics = WorkerMetrics(registry or CollectorRegistry())
+        registry = registry if registry is not None else CollectorRegistry()
+        self.metrics = WorkerMetrics(registry)
+        self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix,
+                                          registry=registry)
         self.clock_ns = clock_ns
         self.rules = EventRules(config.events)
         self.int_paths = int_paths or IntPathBook(None)
@@ -106,11 +131,20 @@ class PipelineWorker:
         self.on_batch: list[Callable[[Sequence[Event], int], None]] = []
         self._streams: dict[StreamKey, SeriesStream] = {}
         self._windows: dict[StreamKey, _Window] = {}
+        self._late: list[Frame] = []
+        self._warn = ThrottledLog(log)
         self._newest_ns = 0
         self._newest_by_source: dict[str, int] = {}
         self._kf_ns = round(config.keyframe_interval_s * 1e9)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.loop = ConsumerLoop(
+            ConsumerLoopConfig(poll_timeout_s=config.poll_timeout_s,
+                               max_records=config.max_records,
+                               give_up_after_s=config.give_up_after_s),
+            bus, self.topics, config.group, self.process, name="pipeline-worker",
+            dead_letters=self.dead_letters, liveness=liveness, recover=self.recover,
+            registry=registry, log=log)
 
     def restore(self) -> int:
         """Resume every stream from its checkpoint and reopen its staged window.
@@ -131,11 +165,24 @@ class PipelineWorker:
         self._persist(BatchResult(), [], closed)
         return len(frames)
 
+    def recover(self) -> int:
+        """Forget everything held in memory and ``restore`` from the store.
+
+        Called after a batch failed part-way, so that no half-applied state
+        (a stream stepped past frames that were never staged) survives it."""
+        self._streams.clear()
+        self._windows.clear()
+        self._late.clear()
+        self._newest_ns = 0
+        self._newest_by_source.clear()
+        return self.restore()
+
     def start(self) -> None:
         """Restore staged state, join the group (BusError if unreachable) and run."""
         self.restore()
         consumer = self.bus.subscribe(self.topics, self.config.group)
-        self._thread = threading.Thread(target=self._run, args=(consumer,),
+        self._stop.clear()
+        self._thread = threading.Thread(target=self.loop.run, args=(self._stop, consumer),
                                         name="pipeline-worker", daemon=True)
         self._thread.start()
 
@@ -144,6 +191,8 @@ class PipelineWorker:
         if self._thread is not None:
             self._thread.join(timeout=30)
             self._thread = None
+        if self.loop.liveness is not None:
+            self.loop.liveness.forget(self.loop.name)
 
     def process(self, messages: Sequence[Message]) -> BatchResult:
         """One batch (see the module docstring); durable when it returns."""
@@ -171,8 +220,7 @@ class PipelineWorker:
             try:
                 out.extend(self.int_paths.records(IntBatch.decode(msg.value)))
             except IntBatchError as exc:
-                self._reject(result, "undecodable_int",
-                             f"{msg.topic}[{msg.partition}]@{msg.offset}: {exc}")
+                self._dead(result, msg, "undecodable_int", str(exc))
         return merge_int_paths(out)
 
     def _decode(self, messages: Sequence[Message], result: BatchResult) -> list[Frame]:
@@ -183,12 +231,12 @@ class PipelineWorker:
             try:
                 frame = Frame.decode(msg.value)
             except FrameError as exc:
-                self._reject(result, "undecodable", f"{msg.topic}[{msg.partition}]@{msg.offset}: "
-                             f"{exc}")
+                self._dead(result, msg, "undecodable", str(exc))
                 continue
             if frame.ts_ns > limit:
-                self._reject(result, "future", f"frame of {frame.device} at {frame.ts_ns} ns is "
-                             f"{(frame.ts_ns - limit) / 1e9:.0f} s past the allowed clock skew")
+                self._dead(result, msg, "future", f"frame of {frame.device} at {frame.ts_ns} "
+                           f"ns is {(frame.ts_ns - limit) / 1e9:.0f} s past the allowed clock "
+                           "skew")
                 continue
             ids = frame.metric.astype(np.int64)
             ok = (ids < len(known)) & known[np.minimum(ids, len(known) - 1)]
@@ -205,38 +253,57 @@ class PipelineWorker:
     def _reject(self, result: BatchResult, reason: str, why: str, n: int = 1) -> None:
         result.reject(reason, n)
         self.metrics.rejected.labels(reason).inc(n)
-        log.warning("pipeline set aside %s: %s", reason, why)
+        self._warn.warning(reason, "pipeline set aside %s: %s", reason, why)
+
+    def _dead(self, result: BatchResult, msg: Message, reason: str, why: str) -> None:
+        """A whole record the worker cannot take: counted, and on the dead-letter topic."""
+        result.reject(reason)
+        self.metrics.rejected.labels(reason).inc()
+        self.dead_letters.put(msg, reason, why)
 
     def _accept(self, frame: Frame, result: BatchResult, *, emit: bool,
                 replay: bool = False) -> tuple[bool, tuple[StreamKey, _Window] | None]:
         """Step the frame's stream and window it: was it new, and the window it closed.
 
-        A frame not newer than its stream is a duplicate, unless ``replay``: then
-        it is a staged frame the checkpoint already covers, windowed but not stepped.
+        A frame newer than its stream is stepped and windowed. An older one is
+        late: it joins its window if that is open, or waits in ``_late`` for
+        ``correct_windows``; unless ``replay``, where it is a staged frame the
+        checkpoint already covers. A frame whose (device, source, ts_ns) is
+        held already is a duplicate.
         """
         key = (frame.device, frame.source.value)
         stream = self._streams.get(key)
         if stream is None:
             stream = self._streams[key] = SeriesStream(*key, self.rules)
+        index = frame.ts_ns // self._kf_ns
+        window = self._windows.get(key)
+        if stream.last_ts_ns is not None and frame.ts_ns <= stream.last_ts_ns and not replay:
+            if window is not None and window.index == index:
+                if frame.ts_ns in window.ts_ns:
+                    self._duplicate(result)
+                    return False, None
+                window.add(frame)
+                result.late += 1
+                return True, None
+            self._late.append(frame)
+            return False, None
         if stream.last_ts_ns is None or frame.ts_ns > stream.last_ts_ns:
             self._step(stream, frame, result, emit)
-        elif not replay:
-            result.reject("duplicate")
-            self.metrics.rejected.labels("duplicate").inc()
-            return False, None
         self._newest_ns = max(self._newest_ns, frame.ts_ns)
         src = frame.source.value
         self._newest_by_source[src] = max(self._newest_by_source.get(src, 0), frame.ts_ns)
-        index = frame.ts_ns // self._kf_ns
-        window = self._windows.get(key)
         closed = None
         if window is not None and window.index != index:
             closed = (key, window)
             window = None
         if window is None:
             window = self._windows[key] = _Window(index)
-        window.frames.append(frame)
+        window.add(frame)
         return True, closed
+
+    def _duplicate(self, result: BatchResult, n: int = 1) -> None:
+        result.reject("duplicate", n)
+        self.metrics.rejected.labels("duplicate").inc(n)
 
     def _step(self, stream: SeriesStream, frame: Frame, result: BatchResult, emit: bool) -> None:
         step = stream.step(frame, emit=emit)
@@ -269,13 +336,21 @@ class PipelineWorker:
             segment = self._segment(device, source, window.frames)
             result.segments += self.store.close_window(
                 [segment], device=device, source=source,
-                before_ts_ns=window.frames[-1].ts_ns + 1,
+                before_ts_ns=max(window.ts_ns) + 1,
                 state=self._streams[(device, source)].snapshot())
+        if self._late:
+            late, self._late = self._late, []
+            fixed = correct_windows(self.store, late, self._kf_ns, self._segment)
+            result.late += fixed.stored
+            result.segments += fixed.windows
+            if fixed.duplicates:
+                self._duplicate(result, fixed.duplicates)
         self.metrics.observe(result, time.perf_counter() - started)
         for listener in self.on_batch:
             listener(result.events, self._newest_ns)
 
     def _segment(self, device: str, source: str, frames: list[Frame]) -> SegmentRecord:
+        frames = sorted(frames, key=lambda f: f.ts_ns)
         block = block_from_frames(frames)
         bounds = gauge_bounds(block.metric)
         payload = encode_block(block, bounds)
@@ -292,13 +367,3 @@ class PipelineWorker:
         result = BatchResult()
         self._persist(result, [], closed)
         return result.segments
-
-    def _run(self, consumer: Consumer | None) -> None:
-        """Poll, process, commit until stopped; a bus outage is counted and waited out."""
-        consume_until(self._stop, self.bus, self.topics, self.config.group, self.process,
-                      consumer=consumer, poll_timeout_s=self.config.poll_timeout_s,
-                      max_records=self.config.max_records, on_bus_error=self._bus_error)
-
-    def _bus_error(self, exc: BusError, wait_s: float) -> None:
-        self.metrics.bus_errors.inc()
-        log.warning("pipeline worker: %s; retrying in %.1f s", exc, wait_s)

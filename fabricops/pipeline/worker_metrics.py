@@ -15,6 +15,9 @@ class _Batch(Protocol):
     def segments(self) -> int: ...
 
     @property
+    def late(self) -> int: ...
+
+    @property
     def n_events(self) -> int: ...
 
 
@@ -23,6 +26,10 @@ class WorkerMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.frames = Counter("fabricops_pipeline_frames", "Frames accepted", registry=registry)
+        self.late = Counter("fabricops_pipeline_late_frames",
+                            "Frames stored although older than their stream's newest "
+                            "(into an open window, or by correcting a written one)",
+                            registry=registry)
         self.events = Counter("fabricops_pipeline_events", "Key events raised", registry=registry)
         self.segments = Counter("fabricops_pipeline_segments", "Keyframe segments written",
                                 registry=registry)
@@ -31,13 +38,12 @@ class WorkerMetrics:
                                 registry=registry)
         self.resets = Counter("fabricops_pipeline_device_resets",
                               "Device counter resets seen", registry=registry)
-        self.bus_errors = Counter("fabricops_pipeline_bus_errors",
-                                  "Polls or commits that failed on the bus", registry=registry)
         self.persist_s = Histogram("fabricops_pipeline_persist_seconds",
                                    "Time to make a batch durable", registry=registry)
 
     def observe(self, batch: _Batch, persist_s: float) -> None:
         self.frames.inc(batch.frames)
+        self.late.inc(batch.late)
         self.events.inc(batch.n_events)
         self.segments.inc(batch.segments)
         self.persist_s.observe(persist_s)
