@@ -103,14 +103,20 @@ class ConsumerLoop:
     def _loop(self, stop: threading.Event, consumer: Consumer | None) -> None:
         pending: list[Message] = []
         attempt = 0
+        stale = False  # the handler's state must be rebuilt before the next attempt
         while not stop.is_set():
             try:
+                if stale:
+                    self._recover()
+                    stale = False
                 if consumer is None:
                     consumer = self.bus.subscribe(self.topics, self.group)
                 if not pending:
                     pending = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
                 if pending:
+                    stale = True  # until the batch is done
                     self._handle_batch(pending)
+                    stale = False
                 consumer.commit()
             except Exception as exc:
                 if isinstance(exc, BusError):
@@ -119,7 +125,6 @@ class ConsumerLoop:
                     consumer, pending = None, []
                 else:
                     kind = "transient" if is_transient(exc) else "loop"
-                    self._recover()
                 self.m_failures.labels(self.name, kind).inc()
                 self._outage.failed(f"{type(exc).__name__}: {exc}")
                 if self._outage.down_s >= self.config.give_up_after_s:

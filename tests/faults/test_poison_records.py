@@ -1,0 +1,177 @@
+"""A poison record of each kind on every topic, with every consumer of the platform
+running on one bus: every worker stays alive, every poison record reaches the
+dead-letter topic from each group that read it, and no valid record is lost."""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fabricops.api.alert_config import AlertReceiver
+from fabricops.api.alerts import AlertDispatcher, AlertsConfig
+from fabricops.api.fabric_metrics import FabricMetrics, FabricMetricsConfig
+from fabricops.collectors.policy import PolicyListener
+from fabricops.core.actions import ActionMode
+from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
+from fabricops.core.busio import BusFrameSink
+from fabricops.core.deadletter import DeadLetter
+from fabricops.core.liveness import Liveness
+from fabricops.core.membus import MemoryBus
+from fabricops.core.records import SamplingPolicy
+from fabricops.pipeline.keyframe import decode_block
+from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
+from fabricops.rca.service import RcaService, RcaServiceConfig
+from fabricops.remediation.actuator import Actuators
+from fabricops.remediation.engine import RemediationConfig, RemediationEngine
+from fabricops.remediation.service import RemediationService, RemediationServiceConfig
+from fabricops.remediation.watch import FabricWatch
+from fabricops.simulator.builders import fat_tree
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.workload import JobSpec
+from fabricops.store.store import Store, StoreConfig
+from tests.collectors.int_samples import random_batch
+
+FRAME_TS_OFFSET = 3 + 1 + 1 + 1 + 8  # magic, version, source, flags, seq
+
+
+def _poison(valid: bytes, *, version_at: int, out_of_range: bytes) -> dict[str, bytes]:
+    wrong_version = bytearray(valid)
+    wrong_version[version_at] = 99
+    return {"garbage": b"\x00\xffgarbage\x13", "wrong_version": bytes(wrong_version),
+            "truncated": valid[: len(valid) // 2], "out_of_range": out_of_range}
+
+
+def _frame_poison(valid: bytes) -> dict[str, bytes]:
+    negative_ts = bytearray(valid)
+    struct.pack_into("<q", negative_ts, FRAME_TS_OFFSET, -5)
+    return _poison(valid, version_at=3, out_of_range=bytes(negative_ts))
+
+
+def _int_poison() -> dict[str, bytes]:
+    rng = np.random.default_rng(1)
+    mark = 0x0123_4567_89AB_CDEF
+    valid = random_batch(rng, 1, 3, 0xFD00, ts_ns=np.full(1, mark, np.uint64)).encode()
+    at = valid.index(struct.pack("<Q", mark))  # the report's timestamp, as the wire has it
+    far = bytearray(valid)
+    struct.pack_into("<Q", far, at, 2**63 + 5)
+    return _poison(valid, version_at=4, out_of_range=bytes(far))
+
+
+def _json_poison(valid: bytes, field: str, bad: str) -> dict[str, bytes]:
+    text = valid.decode()
+    return {"garbage": b"\x00\xffgarbage", "wrong_version": b'{"schema": 99}',
+            "truncated": valid[: len(valid) // 2],
+            "out_of_range": text.replace(field, bad, 1).encode()}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    s = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}"))
+    s.start()
+    yield s  # type: ignore[misc]
+    s.stop()
+
+
+def test_every_worker_survives_every_poison_record_and_no_valid_record_is_lost(
+    store: Store,
+) -> None:
+    topo = fat_tree(k=4)
+    sim = Simulator(topo, SimConfig(seed=2))
+    sim.add_job(JobSpec(hosts=12, placement="random", compute_s=0.2, comm_bytes_per_nic=3e10))
+    bus = MemoryBus()
+    bus.start()
+    liveness = Liveness()
+    pipeline = PipelineWorker(PipelineConfig(max_future_s=1e9, poll_timeout_s=0.05), bus,
+                              store, liveness=liveness)
+    rca = RcaService(RcaServiceConfig(), bus, topo, None, store, liveness=liveness)
+    engine = RemediationEngine(RemediationConfig.model_validate(
+        {"safety": {"mode": ActionMode.OBSERVE}}), topo, Actuators({}), FabricWatch(topo))
+    remediation = RemediationService(RemediationServiceConfig(), bus, engine, store,
+                                     liveness=liveness)
+    receiver = AlertReceiver(name="chatops", url="http://127.0.0.1:9/hook", secret="k")
+    alerts = AlertDispatcher(AlertsConfig(receivers=(receiver,)), bus, store,
+                             liveness=liveness)
+    metrics = FabricMetrics(FabricMetricsConfig(), bus, topo, liveness=liveness)
+    policy = PolicyListener(bus, [], group="collector", liveness=liveness)
+    workers = [pipeline, rca, remediation, alerts, metrics, policy]
+
+    sink = BusFrameSink(bus)
+    sent: set[tuple[str, str, int]] = set()
+
+    def tick(n: int) -> None:
+        for _ in range(n):
+            sim.step()
+            frames = sim.frames()
+            sent.update((f.device, f.source.value, f.ts_ns) for f in frames)
+            sink.publish_frames(frames)
+
+    tick(5)
+    valid_frame = sim.frames()[0].encode()
+    policy_doc = SamplingPolicy(device="leaf-0-0", interval_s=1.0, ts_ns=1).encode()
+    poison = {
+        Topic.TELEMETRY: _frame_poison(valid_frame),
+        Topic.INT: _int_poison(),
+        Topic.CONTROL: _json_poison(policy_doc, '"interval_s":1.0', '"interval_s":-1.0'),
+        Topic.DIAGNOSES: _json_poison(b'{"id": "dx-1", "confidence": 0.5}', "0.5", "7.5"),
+        Topic.ACTIONS: _json_poison(b'{"id": "act-1", "state": "proposed"}', "proposed",
+                                    "exploded"),
+    }
+    for topic, records in poison.items():
+        bus.publish(topic_name(topic), b"poison", list(records.values()))
+    for w in workers:
+        w.start()
+    tick(30)
+    readers = {Topic.TELEMETRY: ["fabricops-pipeline", "fabricops-rca", "fabricops-remediation",
+                                 "fabricops-metrics"],
+               Topic.INT: ["fabricops-pipeline", "fabricops-rca", "fabricops-remediation"],
+               Topic.CONTROL: ["collector"],
+               Topic.DIAGNOSES: ["fabricops-remediation", "fabricops-alerts"],
+               Topic.ACTIONS: ["fabricops-alerts"]}
+    try:
+        _wait_until_committed(bus, readers)
+        assert liveness.dead_workers() == []
+        assert {s.name for s in liveness.states()} == {
+            "pipeline-worker", "rca", "remediation", "alerts", "fabric-metrics",
+            "policy-listener"}
+    finally:
+        for w in workers:
+            w.stop()
+    pipeline.flush()
+
+    letters = Counter((d.group, d.topic, d.value) for d in _dead_letters(bus))
+    for topic, groups in readers.items():
+        for group in groups:
+            for kind, value in poison[topic].items():
+                assert letters[(group, topic_name(topic), value)] == 1, (
+                    f"{group} did not set aside the {kind} record of {topic}")
+    stored = {(s.device, s.source, t) for s in store.segments(t0_ns=0, t1_ns=2**62)
+              for t in decode_block(s.payload).ts_ns.tolist()}
+    assert sent <= stored, f"{len(sent - stored)} valid frames lost"
+
+
+def _wait_until_committed(bus: MemoryBus, readers: dict[Topic, list[str]],
+                          timeout_s: float = 30.0) -> None:
+    """Until every group has committed the end of every topic it reads (or time runs out)."""
+    done = threading.Event()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(sum(bus.committed(g, topic_name(t)).values()) >= sum(
+                bus.end_offsets(topic_name(t))) for t, gs in readers.items() for g in gs):
+            return
+        done.wait(0.1)
+    behind = {(g, t.value): (bus.committed(g, topic_name(t)), bus.end_offsets(topic_name(t)))
+              for t, gs in readers.items() for g in gs
+              if sum(bus.committed(g, topic_name(t)).values())
+              < sum(bus.end_offsets(topic_name(t)))}
+    raise AssertionError(f"the consumers did not commit every record in time: {behind}")
+
+
+def _dead_letters(bus: MemoryBus) -> list[DeadLetter]:
+    consumer = bus.subscribe([topic_name(Topic.DEAD_LETTERS, DEFAULT_PREFIX)], "reader")
+    return [DeadLetter.decode(m.value) for m in consumer.poll(1.0, 100_000)]
