@@ -1,14 +1,17 @@
 """gNMI notifications to Frames: the pure half of the gNMI collector.
 
 A notification becomes one Frame of the device at the notification's timestamp
-(a timestamp of 0 is replaced by the receive time and reported). Each update's
-path (notification prefix joined to the update's path) is looked up in the
-OpenConfig schema of the catalogue (:mod:`fabricops.core.openconfig`): the
-entity is ``{device}:{interface}``, the metric the catalogue's. Updates whose
-path names no catalogue metric, or whose value does not fit the metric's kind,
-are counted and skipped; the rest still make the frame. Values are accepted in
-any scalar TypedValue and in JSON / JSON_IETF (numbers or numeric strings);
-oper-status as its OpenConfig name (``"UP"``, ``"DOWN"``, ...).
+(a timestamp of 0 is replaced by the receive time and reported; a negative one
+sets the whole notification aside, reported). Each update's path (notification
+prefix joined to the update's path) is looked up in the OpenConfig schema of the
+catalogue (:mod:`fabricops.core.openconfig`): the entity is
+``{device}:{interface}``, the metric the catalogue's. Updates whose path names
+no catalogue metric, or whose value does not fit the metric's kind and range
+(``Metric.valid``: a counter an unsigned 64-bit integer, a state within its
+enumeration, a gauge finite and within physical limits), are counted and
+skipped; the rest still make the frame. Values are accepted in any scalar
+TypedValue and in JSON / JSON_IETF (numbers or numeric strings); oper-status
+as its OpenConfig name (``"UP"``, ``"DOWN"``, ...).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from fabricops.core.catalogue import Metric, MetricKind
+from fabricops.core.catalogue import CATALOGUE, Metric, MetricKind
 from fabricops.core.frame import Frame, Source
 from fabricops.core.openconfig import (
     OPENCONFIG,
@@ -36,11 +39,18 @@ _NUMERIC: Final = frozenset({"uint_val", "int_val", "double_val", "float_val", "
                              "ascii_val", "decimal_val", "json_val", "json_ietf_val"})
 _FAST: Final = {MetricKind.COUNTER: "uint_val", MetricKind.GAUGE: "double_val"}
 _STATE_CODES: Final[dict[str, dict[str, int]]] = {"oper_status": OPER_STATUS_CODES}
+_TS_LIMIT: Final = 2**63
+_MAX_DECIMAL_PRECISION: Final = 18  # gNMI Decimal64: "precision MUST NOT exceed 18"
 
 
 @dataclass(frozen=True)
 class MappedNotification:
-    """A notification's frame (None if nothing mapped) and what was skipped, by cause."""
+    """A notification's frame (None if nothing mapped) and what was skipped, by cause.
+
+    ``bad_values`` counts values outside their metric's kind or range;
+    ``bad_timestamp`` is set when the timestamp is outside [0, 2**63) ns and every
+    update was skipped.
+    """
 
     frame: Frame | None
     updates: int
@@ -48,6 +58,15 @@ class MappedNotification:
     bad_values: int = 0
     no_timestamp: bool = False
     problem: str | None = None  # the first skipped update, described
+    bad_timestamp: bool = False
+
+    @property
+    def errors(self) -> dict[str, int]:
+        """What was skipped or patched, by the collector's error kind (zeros left out)."""
+        counts = {"unmapped_path": self.unmapped, "bad_value": self.bad_values,
+                  "no_timestamp": int(self.no_timestamp),
+                  "bad_timestamp": int(self.bad_timestamp)}
+        return {kind: n for kind, n in counts.items() if n}
 
 
 class BadValueError(ValueError):
@@ -77,6 +96,9 @@ def decode_value(value: Any, metric: Metric) -> int | float:
         raise BadValueError(f"{metric.name}: {kind or 'empty'} value is not a number")
     raw: Any = getattr(value, kind)
     if kind == "decimal_val":
+        if raw.precision > _MAX_DECIMAL_PRECISION:
+            raise BadValueError(f"{metric.name}: decimal precision {raw.precision} is over "
+                                f"{_MAX_DECIMAL_PRECISION}")
         raw = raw.digits / 10 ** raw.precision
     elif kind in ("json_val", "json_ietf_val"):
         try:
@@ -96,8 +118,8 @@ def _number(raw: Any, metric: Metric) -> int | float:
         if metric.kind is MetricKind.GAUGE:
             return float(raw)
         number = int(raw) if isinstance(raw, int | str) else float(raw)
-    except (TypeError, ValueError):
-        raise BadValueError(f"{metric.name}: value {raw!r} is not a number") from None
+    except (TypeError, ValueError, OverflowError):
+        raise BadValueError(f"{metric.name}: value {raw!r:.40} is not a number") from None
     if isinstance(raw, bool) or not (isinstance(number, int) or number.is_integer()) \
             or not 0 <= number < 2**64:
         raise BadValueError(f"{metric.name}: value {raw!r} is not an unsigned 64-bit integer")
@@ -170,9 +192,14 @@ class NotificationMapper:
                 bad += 1
                 problem = problem or f"{entity}: {exc}"
         ts_ns = int(notification.timestamp)
-        frame = self._frame(samples, ts_ns if ts_ns > 0 else received_ns, seq)
-        return MappedNotification(frame, len(notification.update), unmapped, bad, ts_ns <= 0,
-                                  problem)
+        if not 0 <= ts_ns < _TS_LIMIT:
+            return MappedNotification(
+                None, len(notification.update), unmapped, bad, problem=f"notification "
+                f"timestamp {ts_ns} is outside [0, 2**63) ns", bad_timestamp=True)
+        frame, out_of_range = self._frame(samples, ts_ns or received_ns, seq)
+        return MappedNotification(frame, len(notification.update), unmapped,
+                                  bad + len(out_of_range), ts_ns == 0,
+                                  problem or next(iter(out_of_range), None))
 
     def _leaves_under(self, prefix_key: bytes) -> dict[bytes, _Leaf]:
         leaves = self._cache.get(prefix_key)
@@ -196,10 +223,26 @@ class NotificationMapper:
         return leaf
 
     def _frame(self, samples: dict[tuple[str, int], int | float], ts_ns: int,
-               seq: int) -> Frame | None:
+               seq: int) -> tuple[Frame | None, list[str]]:
+        """The frame of the samples within their metric's range, and the others described."""
         if not samples:
-            return None
+            return None, []
         entities = [e for e, _ in samples]
         metrics = np.fromiter((m for _, m in samples), dtype=np.uint16, count=len(samples))
-        return Frame.build(self.device, ts_ns, Source.GNMI, seq, entities, metrics,
-                           list(samples.values()))
+        values = list(samples.values())
+        frame = Frame.build(self.device, ts_ns, Source.GNMI, seq, entities, metrics, values)
+        bad = frame.out_of_range()
+        if not bad.any():
+            return frame, []
+        out = [_out_of_range(entities[i], int(metrics[i]), values[i])
+               for i in np.flatnonzero(bad).tolist()]
+        keep = np.flatnonzero(~bad).tolist()
+        if not keep:
+            return None, out
+        return Frame.build(self.device, ts_ns, Source.GNMI, seq, [entities[i] for i in keep],
+                           metrics[keep], [values[i] for i in keep]), out
+
+
+def _out_of_range(entity: str, metric_id: int, value: float) -> str:
+    metric = CATALOGUE.by_id(metric_id)
+    return f"{entity}: {metric.name}: value {value!r} is outside {metric.valid}"

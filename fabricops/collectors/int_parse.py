@@ -26,7 +26,10 @@ What is read, per individual report:
 A report with neither an INT-MD header nor its own metadata is counted in
 ``ParseStats.empty_reports`` and not returned. A report's ``ts_ns`` is its
 last hop's egress timestamp, else its ingress timestamp (ns since the Unix
-epoch), else ``received_ns``.
+epoch), else ``received_ns``. A well-formed report holding a value its record
+cannot (a timestamp of 2**63 ns or more, see ``intreport.RANGE_REASONS``) is
+set aside alone and counted in ``ParseStats.rejected``; its packet's other
+reports are kept.
 """
 
 from __future__ import annotations
@@ -52,14 +55,20 @@ from fabricops.core.intreport import (
     EIGHT_BYTE_INSTRUCTIONS,
     HOP_COLUMNS,
     INVALID,
+    RANGE_REASONS,
     Instruction,
     IntBatch,
+    range_codes,
 )
 
 
 @dataclass(frozen=True)
 class ParseStats:
-    """What one ``parse_packets`` call saw: packets in, kept, and set aside by reason."""
+    """What one ``parse_packets`` call saw: packets in, kept, and set aside by reason.
+
+    ``malformed`` counts packets by ``REASONS``; ``rejected`` counts reports of
+    well-formed packets by ``RANGE_REASONS``.
+    """
 
     packets: int = 0
     parsed: int = 0
@@ -67,10 +76,15 @@ class ParseStats:
     hops: int = 0
     empty_reports: int = 0
     malformed: dict[str, int] = field(default_factory=dict)
+    rejected: dict[str, int] = field(default_factory=dict)
 
     @property
     def malformed_total(self) -> int:
         return sum(self.malformed.values())
+
+    @property
+    def rejected_total(self) -> int:
+        return sum(self.rejected.values())
 
 
 def parse_packets(
@@ -89,18 +103,36 @@ def parse_packets(
     keep = np.flatnonzero(rows.alive & (wire.bad[rows.pkt] == 0) & rows.content)
     empty = int(np.count_nonzero(rows.alive & (wire.bad[rows.pkt] == 0) & ~rows.content))
     recv = np.broadcast_to(np.asarray(received_ns, dtype=np.uint64), (len(buffers),))
-    batch = _assemble(wire, rows, keep, recv)
+    cols = _assemble(wire, rows, keep, recv)
+    ranges = range_codes(cols)
+    batch = IntBatch.from_columns(_without(cols, ranges != 0) if ranges.any() else cols)
     codes = np.bincount(wire.bad, minlength=len(REASONS) + 1)
     stats = ParseStats(
         packets=len(buffers), parsed=int(codes[0]), reports=batch.n_reports,
         hops=batch.n_hops, empty_reports=empty,
-        malformed={REASONS[i - 1]: int(c) for i, c in enumerate(codes) if i and c},
+        malformed=_by_reason(codes, REASONS),
+        rejected=_by_reason(np.bincount(ranges, minlength=len(RANGE_REASONS) + 1),
+                            RANGE_REASONS),
     )
     return batch, stats
 
 
-def _assemble(wire: Wire, rows: ReportRows, keep: I64, recv: NDArray[np.uint64]) -> IntBatch:
-    """Report columns of the kept rows, then their hops."""
+def _by_reason(counts: NDArray[np.intp], reasons: Sequence[str]) -> dict[str, int]:
+    """{reason: count} from counts by code, code ``i`` >= 1 being ``reasons[i - 1]``."""
+    return {reasons[i - 1]: int(c) for i, c in enumerate(counts) if i and c}
+
+
+def _without(cols: dict[str, Any], drop: NDArray[np.bool_]) -> dict[str, Any]:
+    """The batch columns without the reports in ``drop`` and their hops."""
+    keep = ~drop
+    hop_keep = np.repeat(keep, cols["hop_count"])
+    return {name: np.asarray(v)[hop_keep if name in _HOP_DTYPES else keep]
+            for name, v in cols.items()}
+
+
+def _assemble(wire: Wire, rows: ReportRows, keep: I64,
+              recv: NDArray[np.uint64]) -> dict[str, Any]:
+    """Batch columns of the kept rows: report columns, then their hops."""
     n_stack = np.where(rows.has_int[keep], rows.n_hops[keep], 0)
     has_md = rows.has_md[keep]
     count = (n_stack + has_md).astype(np.uint16)
@@ -120,7 +152,7 @@ def _assemble(wire: Wire, rows: ReportRows, keep: I64, recv: NDArray[np.uint64])
         "instructions": np.where(rows.has_int[keep], rows.instr[keep], 0),
         "drop_reason": _drop_reasons(wire, rows, keep), "hop_count": count,
     }
-    return IntBatch.from_columns(cols | hops)
+    return cols | hops
 
 
 _HOP_DTYPES: Final = {name: np.dtype(dt) for name, dt, _ in HOP_COLUMNS}

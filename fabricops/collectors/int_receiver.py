@@ -4,7 +4,8 @@ A thread reads datagrams in batches: it waits for the first one, then drains
 the socket without blocking until ``batch_packets`` are in hand or the first
 has waited ``max_wait_ms``, parses the batch at once (``parse_packets``) and
 hands the reports to the sink. Python has no ``recvmmsg``, so draining is a
-loop of non-blocking ``recv``. Malformed packets are counted by reason and
+loop of non-blocking ``recv``. Malformed packets, and reports holding values
+their record cannot (a timestamp past 2**63 ns), are counted by reason and
 dropped; a sink that raises is counted and logged (at most every 10 s), and
 the loop goes on.
 """
@@ -85,6 +86,9 @@ class _Metrics:
         self.empty = counter("empty_reports", "Well-formed reports with nothing to hand on")
         self.malformed = counter("malformed_packets", "Datagrams dropped, by reason",
                                  ("reason",))
+        self.rejected = counter("rejected_reports",
+                                "Reports of well-formed datagrams dropped, by reason",
+                                ("reason",))
         self.batches = counter("batches", "Batches parsed")
         self.sink_errors = counter("sink_errors", "Batches the sink refused")
         self.lag = Histogram(
@@ -196,6 +200,8 @@ class IntReceiver:
         m.batches.inc()
         for reason, n in stats.malformed.items():
             m.malformed.labels(reason).inc(n)
+        for reason, n in stats.rejected.items():
+            m.rejected.labels(reason).inc(n)
 
     def _log_sink_error(self) -> None:
         now = time.monotonic()

@@ -7,22 +7,26 @@ column OID -> {index suffix -> value}, values already plain ``int`` or ``bytes``
 Port names (ifName) and the type, scale and precision of sensors change rarely;
 ``describe`` learns them from a full walk and later walks can skip those columns.
 ``decode_samples`` maps rows to catalogue metrics; entity ids are
-``{device}:{ifName}``. ``CounterTracker`` turns each counter into one 64-bit
-series: a Counter32 that wraps is carried past 2**32, and a counter that goes back
-further than a wrap explains (or any Counter64 that goes back) is a reset, after
-which the series restarts from the device's value.
+``{device}:{ifName}``. A row whose value its metric cannot take (a counter past
+its 32 or 64 bits, a state outside its enumeration, a sensor reading outside
+``Metric.valid`` or that cannot be converted) is counted as malformed, described
+in ``Samples.problem`` and skipped. ``CounterTracker`` turns each counter into
+one 64-bit series: a Counter32 that wraps is carried past 2**32, and a counter
+that goes back further than a wrap explains (or any Counter64 that goes back) is
+a reset, after which the series restarts from the device's value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cache
 
 import numpy as np
 import numpy.typing as npt
 
 from fabricops.core import snmp_mib as mib
-from fabricops.core.catalogue import PRIORITIES
+from fabricops.core.catalogue import CATALOGUE, PRIORITIES, MetricKind, ValueRange
 from fabricops.core.frame import Frame, Source
 from fabricops.core.snmp_mib import Column, Oid
 
@@ -84,7 +88,8 @@ class Samples:
     values: list[int | float] = field(default_factory=list)
     widths: list[int] = field(default_factory=list)
     unknown_ports: int = 0  # rows of an ifIndex without a known name
-    malformed: int = 0  # rows of the wrong type or index shape
+    malformed: int = 0  # rows of the wrong type or index shape, or out of their metric's range
+    problem: str | None = None  # the first malformed row, described
 
 
 def decode_samples(device: str, tables: Tables, desc: DeviceDescription,
@@ -128,10 +133,29 @@ def decode_samples(device: str, tables: Tables, desc: DeviceDescription,
 
 def _add(rows: dict[int, list[tuple[str, int | float, int]]], out: Samples, idx: Oid,
          metric: str, value: int | bytes, width: int) -> None:
-    if len(idx) != 1 or not isinstance(value, int) or value < 0:
-        out.malformed += 1
+    if len(idx) != 1 or not isinstance(value, int):
+        what = "index is not one ifIndex" if len(idx) != 1 else f"{value!r:.40} is not a number"
+        _malformed(out, f"{metric} row {idx}: {what}")
+        return
+    valid = _valid(metric, width)
+    if value not in valid:
+        _malformed(out, f"{metric} of ifIndex {idx[0]}: value {value} is outside {valid}")
         return
     rows.setdefault(idx[0], []).append((metric, value, width))
+
+
+def _malformed(out: Samples, problem: str) -> None:
+    out.malformed += 1
+    out.problem = out.problem or problem
+
+
+@cache
+def _valid(metric: str, width: int) -> ValueRange:
+    """The values a row of ``metric`` may take; a counter's are its ``width`` bits."""
+    found = CATALOGUE.by_name(metric)
+    if found.kind is MetricKind.COUNTER and width:
+        return ValueRange(0, (1 << width) - 1)
+    return found.valid
 
 
 def _add_sensors(rows: dict[int, list[tuple[str, int | float, int]]], out: Samples,
@@ -141,11 +165,24 @@ def _add_sensors(rows: dict[int, list[tuple[str, int | float, int]]], out: Sampl
         meta = desc.sensors.get(idx[0]) if port else None
         if port is None or meta is None:
             continue  # not a port optics sensor, or one not described yet
-        reading = mib.decode_sensor(raw, *meta) if isinstance(raw, int) else None
-        if reading is None:
-            out.malformed += 1
+        reading = _sensor_reading(raw, meta)
+        valid = CATALOGUE.by_name(port[1].metric).valid
+        if reading is None or reading not in valid:
+            got = "no value" if reading is None else f"{reading:g}, outside {valid}"
+            _malformed(out, f"{port[1].metric} of sensor {idx[0]}: reading {raw!r:.40} with "
+                       f"(type, scale, precision) {meta} gives {got}")
             continue
         rows.setdefault(port[0], []).append((port[1].metric, reading, 0))
+
+
+def _sensor_reading(raw: int | bytes, meta: tuple[int, int, int]) -> float | None:
+    """The catalogue value of a sensor row, or None if it has none (bad type or scale)."""
+    if not isinstance(raw, int):
+        return None
+    try:
+        return mib.decode_sensor(raw, *meta)
+    except (OverflowError, ValueError):  # a scale or precision no sensor has
+        return None
 
 
 def _text(value: int | bytes) -> str:

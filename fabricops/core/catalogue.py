@@ -7,13 +7,19 @@ expands to one concrete metric per label value, e.g. ``pfc_rx_pause{prio=3}``.
 
 Concrete metric ids are small stable integers: they are what frames carry on
 the wire, so an id is never reused for another metric.
+
+Each family also says which values are plausible readings (``ValueRange``):
+counters any unsigned 64-bit integer, states their enumeration, gauges a
+finite number within physical limits. Collectors reject a reading outside it.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -45,6 +51,46 @@ class SourceMap:
 
 
 @dataclass(frozen=True)
+class ValueRange:
+    """Plausible values of a metric, in its unit: finite and ``low <= value <= high``.
+
+    Bounds of counters and states are ints: their values must be whole numbers,
+    and the check is exact up to 2**64-1.
+    """
+
+    low: int | float
+    high: int | float
+
+    def __contains__(self, value: object) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if isinstance(value, float) and not (
+                math.isfinite(value) and (value.is_integer() or not self._whole)):
+            return False
+        return self.low <= value <= self.high
+
+    @property
+    def _whole(self) -> bool:
+        return isinstance(self.low, int) and isinstance(self.high, int)
+
+    def __str__(self) -> str:
+        low, high = (f"{b}" if isinstance(b, int) else f"{b:g}" for b in (self.low, self.high))
+        return f"[{low}, {high}]"
+
+
+U64_RANGE: Final = ValueRange(0, 2**64 - 1)
+"""Every counter: an unsigned 64-bit integer (wraps and resets are the pipeline's)."""
+ANY_FINITE: Final = ValueRange(-math.inf, math.inf)
+NON_NEGATIVE: Final = ValueRange(0.0, math.inf)
+OPTICAL_POWER_DBM: Final = ValueRange(-100.0, 30.0)
+"""Down to a dark receiver (``snmp_mib.DARK_DBM``, -60) and the 0.1 nW step of a watts
+sensor (-70 dBm); no transceiver sends 1 W (+30 dBm)."""
+TEMPERATURE_C: Final = ValueRange(-60.0, 200.0)
+IF_OPER_STATUS: Final = ValueRange(1, 7)
+"""IF-MIB ifOperStatus: up(1) .. lowerLayerDown(7)."""
+
+
+@dataclass(frozen=True)
 class MetricFamily:
     """One catalogue row. ``first_id`` is the id of its first concrete metric."""
 
@@ -57,6 +103,7 @@ class MetricFamily:
     label: str | None = None
     label_values: tuple[int, ...] = ()
     sources: SourceMap = field(default_factory=SourceMap)
+    valid: ValueRange = U64_RANGE
 
 
 @dataclass(frozen=True)
@@ -71,6 +118,10 @@ class Metric:
     @property
     def kind(self) -> MetricKind:
         return self.family.kind
+
+    @property
+    def valid(self) -> ValueRange:
+        return self.family.valid
 
 
 PRIORITIES = tuple(range(8))
@@ -98,6 +149,7 @@ def _fam(
     oc: str | None = None,
     int_field: str | None = None,
     label: str | None = None,
+    valid: ValueRange | None = None,
 ) -> MetricFamily:
     return MetricFamily(
         name=name,
@@ -109,6 +161,7 @@ def _fam(
         label=label,
         label_values=PRIORITIES if label else (),
         sources=SourceMap(snmp_oid=snmp, openconfig_path=oc, int_field=int_field),
+        valid=valid or (ANY_FINITE if kind is MetricKind.GAUGE else U64_RANGE),
     )
 
 
@@ -133,26 +186,27 @@ FAMILIES: tuple[MetricFamily, ...] = (
     _fam("out_discards", C, "packets", P, 8, "Packets dropped at egress",
          snmp=f"{_IF}.19", oc=f"{_OC_CNT}/out-discards"),
     _fam("oper_status", S, "state", P, 9, "IF-MIB ifOperStatus: 1 up, 2 down",
-         snmp=f"{_IF}.8", oc=f"{_OC_IF}/oper-status"),
+         snmp=f"{_IF}.8", oc=f"{_OC_IF}/oper-status", valid=IF_OPER_STATUS),
     _fam("carrier_transitions", C, "transitions", P, 10, "Link up/down transitions",
          oc=f"{_OC_CNT}/carrier-transitions"),
     _fam("ecn_marked_pkts", C, "packets", P, 11, "Packets ECN-marked (CE) at egress",
          oc=f"{_OC_QOS}/ecn-marked-pkts"),
     _fam("queue_depth_bytes", G, "bytes", P, 12, "Egress queue depth of the lossless class",
-         oc=f"{_OC_QOS}/instant-queue-len"),
+         oc=f"{_OC_QOS}/instant-queue-len", valid=NON_NEGATIVE),
     _fam("queue_watermark_bytes", G, "bytes", P, 13,
          "Highest egress queue depth since the previous sample",
-         oc=f"{_OC_QOS}/max-queue-len"),
+         oc=f"{_OC_QOS}/max-queue-len", valid=NON_NEGATIVE),
     _fam("pfc_rx_pause", C, "frames", P, 16, "PFC pause frames received, per priority",
          snmp=f"{_CPFC}.3", oc=f"{_OC_PFC}/in-pause-frames", label="prio"),
     _fam("pfc_tx_pause", C, "frames", P, 24, "PFC pause frames sent, per priority",
          snmp=f"{_CPFC}.2", oc=f"{_OC_PFC}/out-pause-frames", label="prio"),
     _fam("rx_power_dbm", G, "dBm", P, 32, "Optical receive power",
-         snmp=_SENSOR, oc=f"{_OC_XCVR}/input-power/instant"),
+         snmp=_SENSOR, oc=f"{_OC_XCVR}/input-power/instant", valid=OPTICAL_POWER_DBM),
     _fam("tx_power_dbm", G, "dBm", P, 33, "Optical transmit power",
-         snmp=_SENSOR, oc=f"{_OC_XCVR}/output-power/instant"),
+         snmp=_SENSOR, oc=f"{_OC_XCVR}/output-power/instant", valid=OPTICAL_POWER_DBM),
     _fam("temperature_c", G, "celsius", P, 34, "Transceiver temperature",
-         snmp=_SENSOR, oc="/components/component/state/temperature/instant"),
+         snmp=_SENSOR, oc="/components/component/state/temperature/instant",
+         valid=TEMPERATURE_C),
     _fam("cnp_sent", C, "packets", N, 40, "Congestion notification packets sent (as receiver)",
          oc=f"{_OC_NIC}/cnp-sent"),
     _fam("cnp_handled", C, "packets", N, 41, "CNPs received and acted on (as sender)",
@@ -162,12 +216,13 @@ FAMILIES: tuple[MetricFamily, ...] = (
     _fam("out_of_sequence", C, "events", N, 43, "Out-of-sequence packets detected (as receiver)",
          oc=f"{_OC_NIC}/out-of-sequence"),
     _fam("rdma_tx_rate_bps", G, "bits/s", N, 44, "RDMA transmit rate",
-         oc="/nics/nic/state/tx-rate"),
-    _fam("hop_latency_ns", G, "ns", H, 50, "INT hop latency", int_field="hop_latency"),
+         oc="/nics/nic/state/tx-rate", valid=NON_NEGATIVE),
+    _fam("hop_latency_ns", G, "ns", H, 50, "INT hop latency", int_field="hop_latency",
+         valid=NON_NEGATIVE),
     _fam("queue_occupancy", G, "cells", H, 51, "INT queue occupancy",
-         int_field="queue_occupancy"),
+         int_field="queue_occupancy", valid=NON_NEGATIVE),
     _fam("egress_tx_util", G, "ratio", H, 52, "INT egress port tx utilization",
-         int_field="egress_port_tx_utilization"),
+         int_field="egress_port_tx_utilization", valid=NON_NEGATIVE),
 )
 
 
@@ -233,6 +288,33 @@ class Catalogue:
         table = np.zeros(self.max_id + 1, dtype=bool)
         table[list(self._by_id)] = True
         return table
+
+    @cached_property
+    def _bounds(self) -> npt.NDArray[np.float64]:
+        """Indexed by metric id: (low, high) of ``valid`` as float64 (counters unbounded)."""
+        table = np.zeros((self.max_id + 1, 2), dtype=np.float64)
+        for m in self.metrics:
+            wide = m.kind is MetricKind.COUNTER  # any raw u64 is a counter value
+            table[m.id] = (-math.inf, math.inf) if wide else (m.valid.low, m.valid.high)
+        return table
+
+    def out_of_range(self, metric: npt.NDArray[np.integer[Any]],
+                     raw: npt.NDArray[np.uint64]) -> npt.NDArray[np.bool_]:
+        """Per sample of a frame's columns: True where the value is outside ``valid``.
+
+        ``raw`` holds gauges as float64 bits, counters and states as integers (see
+        :mod:`fabricops.core.frame`); a non-finite gauge is out of range. Ids this
+        catalogue does not define are never out of range (see ``is_known``).
+        """
+        ids = np.asarray(metric, dtype=np.int64)
+        inside = (ids >= 0) & (ids <= self.max_id)
+        safe = np.where(inside, ids, 0)
+        gauge = self.is_float[safe]
+        value = np.where(gauge, raw.view(np.float64), raw.astype(np.float64))
+        low, high = self._bounds[safe, 0], self._bounds[safe, 1]
+        with np.errstate(invalid="ignore"):
+            ok = (value >= low) & (value <= high) & (~gauge | np.isfinite(value))
+        return np.asarray(inside & self.is_known[safe] & ~ok)
 
 
 CATALOGUE = Catalogue()

@@ -58,7 +58,8 @@ class Frame:
     """One device at one collection instant (see the module docstring for the layout).
 
     ``ts_ns`` is the collection time in ns since the Unix epoch (i64); ``seq`` the
-    per-device sequence number (u64). Arrays are stored as read-only views, not
+    per-device sequence number (u64). ``decode`` accepts only what the store keeps:
+    ``0 <= ts_ns < 2**63`` and ``seq < 2**63``. Arrays are stored as read-only views, not
     copies: do not modify an array after building a frame from it (a layout that
     passed the checks is not scanned again, see ``frame_codec.layout_problem``).
     Catalogue membership of ``metric`` is not checked here: see ``unknown_metrics``.
@@ -123,6 +124,14 @@ class Frame:
     def unknown_metrics(self, catalogue: Catalogue = CATALOGUE) -> NDArray[np.bool_]:
         """Per sample: True where the metric id is not in ``catalogue``."""
         return ~_lookup(catalogue.is_known, self.metric)
+
+    def out_of_range(self, catalogue: Catalogue = CATALOGUE) -> NDArray[np.bool_]:
+        """Per sample: True where the value is not a plausible reading of its metric.
+
+        See ``Catalogue.out_of_range``: NaN or infinite gauges, states outside their
+        enumeration, gauges past their physical limits. Unknown metrics are not flagged.
+        """
+        return catalogue.out_of_range(self.metric, self.raw)
 
     def values(self, catalogue: Catalogue = CATALOGUE) -> NDArray[np.float64]:
         """Every sample as float64: gauges reinterpreted, others (unknown too) converted."""

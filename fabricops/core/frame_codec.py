@@ -7,6 +7,13 @@ u16 device-name length + UTF-8, u32 n_entities, per entity (u16 length + UTF-8),
 n_samples, entity_idx (u16 if flag bit 0 else u32), metric (u16), raw (u64).
 ``encode_many`` concatenates frames, each prefixed by its u32 byte length.
 
+``decode`` is the bus boundary, so it also refuses what the store cannot keep: a
+``ts_ns`` below 0 (the header's i64 cannot exceed 2**63-1) and a ``seq`` of 2**63 or
+more (both are signed 64-bit columns). Entity indices are checked against the table;
+counters and states are u64 on the wire, so never negative nor past 2**64-1; gauges
+may be NaN or infinite, which the store keeps bit for bit (``Frame.out_of_range``
+tells them apart from plausible readings).
+
 ``fabricops.core.frame`` imports this module at its top and re-exports its public
 names; this module binds ``frame`` at its bottom, so either can be imported first.
 """
@@ -30,6 +37,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _BODY_HEADER = struct.Struct("<BBQqH")  # source, flags, seq, ts_ns, device length
 _U64_MAX: Final = 2**64 - 1
+_STORE_SEQ_LIMIT: Final = 2**63
 _TWO_64: Final = 2.0**64
 _NUMBERS: Final = (int, float, np.integer, np.floating)
 
@@ -230,6 +238,12 @@ def _decode_header(r: _Reader) -> tuple[int, int, int, int, str]:
         raise fr.FrameDecodeError(f"unknown source code {code}")
     if flags & ~FLAG_IDX_U16:
         raise fr.FrameDecodeError(f"unknown flag bits 0x{flags & ~FLAG_IDX_U16:02x}")
+    if ts_ns < 0:
+        raise fr.FrameDecodeError(f"ts_ns {ts_ns} is before the Unix epoch (a frame's time "
+                                  "must be 0 <= ts_ns < 2**63 ns)")
+    if seq >= _STORE_SEQ_LIMIT:
+        raise fr.FrameDecodeError(f"seq {seq} does not fit the store's signed 64-bit column "
+                                  "(it must be below 2**63)")
     return code, flags, seq, ts_ns, r.text(dev_len, "device name")
 
 

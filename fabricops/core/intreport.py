@@ -13,6 +13,11 @@ in ns (timestamps since the Unix epoch), ``queue_occupancy`` and
 ``buffer_occupancy`` in 80-byte cells, ``egress_tx_util`` in parts per million
 of the port's line rate (``TX_UTIL_SCALE``).
 
+Every value fits what reads it: timestamps are below 2**63 ns (the store's
+signed 64-bit columns) and the occupancies fit their 24 wire bits. A batch
+that breaks this cannot be built; ``range_codes`` finds the reports that would
+(``RANGE_REASONS``), so a parser can set them aside and count them.
+
 Binary codec version 1 (little-endian): ``b"FOI"``, u8 version, u32 n_reports,
 u32 n_hops, then every report column but ``hop_start`` in ``REPORT_COLUMNS``
 order, then every hop column in ``HOP_COLUMNS`` order, each as raw arrays.
@@ -99,6 +104,11 @@ INVALID: Final[dict[str, int]] = {
     for name, dt, _ in HOP_COLUMNS
 } | {"drop_reason": 0xFF}
 """The all-ones value of each hop field (and ``drop_reason``): not reported."""
+
+MAX_TS_NS: Final = 2**63 - 1
+"""The latest timestamp a batch holds: the store keeps times as signed 64-bit."""
+RANGE_REASONS: Final = ("timestamp_out_of_range", "occupancy_out_of_range")
+"""Why a report's values do not fit (``range_codes``)."""
 
 _DTYPES: Final = {name: np.dtype(dt) for name, dt in REPORT_COLUMNS} | {
     name: np.dtype(dt) for name, dt, _ in HOP_COLUMNS}
@@ -307,11 +317,52 @@ def _columns_problem(batch: IntBatch) -> str | None:
         return f"hop counts sum to {total}, but there are {batch.n_hops} hops"
     if not np.array_equal(batch.hop_start, _starts(batch.hop_count)):
         return "hop_start is not the running sum of hop_count"
-    return None
+    return _range_problem(batch)
 
 
 _CHECKS: Final = tuple((name, dtype, "hop" if _is_hop_column(name) else "report")
                        for name, dtype in _DTYPES.items())
+
+# (column, largest value that fits, reason); a hop column's defect is its report's.
+_RANGE_CHECKS: Final = (
+    ("ts_ns", MAX_TS_NS, "timestamp_out_of_range"),
+    ("ingress_ts_ns", MAX_TS_NS, "timestamp_out_of_range"),
+    ("egress_ts_ns", MAX_TS_NS, "timestamp_out_of_range"),
+    ("queue_occupancy", 0xFFFFFF, "occupancy_out_of_range"),
+    ("buffer_occupancy", 0xFFFFFF, "occupancy_out_of_range"),
+)
+
+
+def _too_big(values: NDArray[Any], name: str, limit: int) -> NDArray[np.bool_]:
+    """Values past ``limit`` that are not the field's INVALID (not reported) value."""
+    return np.asarray((values > limit) & (values != INVALID.get(name, -1)))
+
+
+def range_codes(columns: Mapping[str, NDArray[Any]]) -> NDArray[np.uint8]:
+    """Per report of batch columns (cast to their dtypes; absent ones are not checked):
+    0 if every value fits, else 1 + the ``RANGE_REASONS`` index of its first defect."""
+    counts = np.asarray(columns["hop_count"])
+    codes = np.zeros(len(counts), np.uint8)
+    for name, limit, reason in _RANGE_CHECKS:
+        if name not in columns:
+            continue
+        bad = _too_big(columns[name], name, limit)
+        if bad.any():
+            if _is_hop_column(name):
+                bad = np.isin(np.arange(len(counts)),
+                              np.repeat(np.arange(len(counts)), counts)[bad])
+            codes[bad & (codes == 0)] = RANGE_REASONS.index(reason) + 1
+    return codes
+
+
+def _range_problem(batch: IntBatch) -> str | None:
+    for name, limit, reason in _RANGE_CHECKS:
+        bad = np.flatnonzero(_too_big(getattr(batch, name), name, limit))
+        if len(bad):
+            row = "hop" if _is_hop_column(name) else "report"
+            return (f"{reason}: column {name} holds {int(getattr(batch, name)[bad[0]])} "
+                    f"at {row} #{int(bad[0])} (at most {limit})")
+    return None
 
 
 def _ip(value: int) -> str:
@@ -342,7 +393,7 @@ def _hop_dict(hop: dict[str, list[Any]], h: int, names: Mapping[int, str]) -> di
 
 __all__ = [
     "CELL_BYTES", "CODEC_VERSION", "DEFAULT_INT_UDP_PORT", "EIGHT_BYTE_INSTRUCTIONS",
-    "HOP_COLUMNS", "INVALID", "MAGIC", "REPORT_COLUMNS", "RESERVED_INSTRUCTIONS",
-    "ROCEV2_UDP_PORT", "TX_UTIL_SCALE", "Instruction", "IntBatch", "IntBatchError",
-    "IntDecodeError", "ReportFlag", "concat",
+    "HOP_COLUMNS", "INVALID", "MAGIC", "MAX_TS_NS", "RANGE_REASONS", "REPORT_COLUMNS",
+    "RESERVED_INSTRUCTIONS", "ROCEV2_UDP_PORT", "TX_UTIL_SCALE", "Instruction", "IntBatch",
+    "IntBatchError", "IntDecodeError", "ReportFlag", "concat", "range_codes",
 ]

@@ -3,13 +3,19 @@
 Times are ns since the Unix epoch; sequence numbers must fit a signed 64-bit
 column (below 2**63). ``source`` is a :class:`fabricops.core.frame.Source`
 value (the store returns plain strings, which compare equal to it).
+``store_problem`` says why a record (or a frame to stage, or an event) does not
+fit its table's columns, before any SQL runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
+
+from fabricops.core.frame import Frame
+from fabricops.core.records import Event
 
 HOP_SEPARATOR: Final = ">"
 PORT_SEPARATOR: Final = ":"
@@ -111,3 +117,82 @@ def combine_int_paths(old: IntPathRecord, new: IntPathRecord) -> IntPathRecord:
         n_reports=old.n_reports + new.n_reports if disjoint else max(old.n_reports,
                                                                      new.n_reports),
         max_hop_latency_ns=max(old.max_hop_latency_ns, new.max_hop_latency_ns))
+
+
+_I32: Final = (-(2**31), 2**31 - 1)
+_FROM_ZERO: Final = (0, I64_MAX)  # times, sequence numbers and counts
+_NAME: Final = 255  # String(255): devices, entities, metrics, switches
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """A record's fields as the store's columns take them: integer bounds (inclusive),
+    text lengths in characters (None: unbounded), and floats that must be finite."""
+
+    ints: Mapping[str, tuple[int, int]]
+    texts: Mapping[str, int | None]
+    finite: tuple[str, ...] = ()
+
+
+_COLUMNS: Final[dict[type, _Columns]] = {
+    SeriesRecord: _Columns({}, {"device": _NAME, "entity": _NAME, "metric": _NAME, "kind": 16}),
+    SegmentRecord: _Columns(
+        dict.fromkeys(("t_start_ns", "t_end_ns", "first_seq", "last_seq", "n_points"),
+                      _FROM_ZERO) | {"n_series": (0, _I32[1])},
+        {"device": _NAME, "source": 16, "encoding": 64}, finite=("max_error",)),
+    IntPathRecord: _Columns(
+        dict.fromkeys(("sport", "dport", "proto"), _I32)
+        | dict.fromkeys(("first_ts_ns", "last_ts_ns", "n_reports", "max_hop_latency_ns"),
+                        _FROM_ZERO),
+        {"src_ip": 45, "dst_ip": 45, "sink": _NAME, "path": None}),
+    Event: _Columns({"ts_ns": _FROM_ZERO}, {"device": _NAME, "entity": _NAME, "metric": _NAME,
+                                            "kind": 32, "severity": 16, "detail": None}),
+    Frame: _Columns({"ts_ns": _FROM_ZERO, "seq": _FROM_ZERO}, {"device": _NAME, "source": 16}),
+}
+StoredRecord = SeriesRecord | SegmentRecord | IntPathRecord | Event | Frame
+
+
+def store_problem(record: StoredRecord) -> str | None:
+    """Why the store cannot keep ``record`` as it is, or None if it can.
+
+    Integers must fit their column (signed 64-bit; times, sequence numbers and
+    counts from 0; ports and protocol 32-bit), text its length, without NUL
+    characters (PostgreSQL refuses them), and ``max_error`` must be finite. A
+    frame (staged, and the source of series and events) also needs entity names
+    that fit a name column. Pure and cheap: call it before writing.
+    """
+    cols = _COLUMNS[type(record)]
+    for name, (low, high) in cols.ints.items():
+        value = getattr(record, name)
+        if not isinstance(value, int) or not low <= value <= high:
+            return f"{_label(record, name)} {value!r} is outside [{low}, {high}]"
+    for name, limit in cols.texts.items():
+        problem = _text_problem(getattr(record, name), limit)
+        if problem:
+            return f"{_label(record, name)} {problem}"
+    for name in cols.finite:
+        if not math.isfinite(getattr(record, name)):
+            return f"{_label(record, name)} {getattr(record, name)!r} is not finite"
+    if isinstance(record, Frame):
+        for i, entity in enumerate(record.entities):
+            problem = _text_problem(entity, _NAME)
+            if problem:
+                return f"frame of device {record.device[:_NAME]!r}: entity #{i} {problem}"
+    return None
+
+
+def fits_store(record: StoredRecord) -> bool:
+    """True if the store can keep ``record`` (see ``store_problem``)."""
+    return store_problem(record) is None
+
+
+def _text_problem(value: str, limit: int | None) -> str | None:
+    if limit is not None and len(value) > limit:
+        return f"{value[:40]!r}... has {len(value)} characters, over {limit}"
+    if "\x00" in value:
+        return f"{value[:40]!r} holds a NUL character"
+    return None
+
+
+def _label(record: StoredRecord, name: str) -> str:
+    return f"{type(record).__name__}.{name}"

@@ -7,9 +7,13 @@ import struct
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry
 
 from fabricops.collectors.int_parse import REASONS, parse_packets
-from fabricops.core.intreport import INVALID, Instruction, IntBatch, concat
+from fabricops.collectors.int_receiver import IntListSink, IntReceiver, IntReceiverConfig
+from fabricops.core.intreport import INVALID, RANGE_REASONS, Instruction, IntBatch, concat
 from fabricops.simulator.agents.int_wire import WireOptions, encode_packets
 from tests.collectors.int_samples import COMMON_BITS, after_wire, differences, random_batch
 
@@ -333,3 +337,84 @@ def test_empty_input_and_reports_without_int() -> None:
     assert stats.parsed == 1
     assert stats.empty_reports == 1
     assert batch.n_reports == 0
+
+
+# ---- values a report cannot hold ----------------------------------------------------
+
+TOO_LATE = 2**63
+
+
+def two_hop_packet(first_ts: int, last_ts: int, seq: int = 1) -> bytes:
+    """Node 2 reports (Inner Only) a packet whose stack has two hops, each with its
+    egress timestamp; the report's time is the last hop's."""
+    stack = b"".join(struct.pack(">IHHIIQ", node, ing, eg, lat, 3 << 24 | occ, ts) for
+                     node, ing, eg, lat, occ, ts in ((2, 5, 33, 900, 50, last_ts),
+                                                     (1, 1, 49, 700, 20, first_ts)))
+    inner = int_over_udp(0x0A000005, 0x0A000009, 50123, stack, 6, 0xF400)
+    return group(2, seq) + report(0, 4, inner, 0b0010)
+
+
+@pytest.mark.parametrize(("first_ts", "last_ts"), [
+    (1_000, TOO_LATE), (TOO_LATE, 2_000), (1_000, 2**64 - 2), (2**64 - 2, 2**64 - 2)])
+def test_a_report_with_a_timestamp_past_2_63_is_rejected_and_counted(
+        first_ts: int, last_ts: int) -> None:
+    batch, stats = parse_packets([two_hop_packet(first_ts, last_ts)], int_udp_port=INT_TBD,
+                                 received_ns=RECEIVED)
+    assert batch.n_reports == 0
+    assert (stats.parsed, stats.malformed, stats.reports, stats.hops) == (1, {}, 0, 0)
+    assert stats.rejected == {"timestamp_out_of_range": 1}
+    assert stats.rejected_total == 1
+
+
+def test_a_timestamp_not_reported_falls_back_to_the_receive_time() -> None:
+    not_reported = INVALID["egress_ts_ns"]
+    batch, stats = parse_packets([two_hop_packet(not_reported, not_reported)],
+                                 int_udp_port=INT_TBD, received_ns=RECEIVED)
+    assert stats.rejected == {}
+    assert batch.ts_ns.tolist() == [RECEIVED]
+    batch, stats = parse_packets([two_hop_packet(not_reported, not_reported)],
+                                 int_udp_port=INT_TBD, received_ns=TOO_LATE)
+    assert (batch.n_reports, stats.rejected) == (0, {"timestamp_out_of_range": 1})
+
+
+def test_only_the_bad_report_of_a_packet_is_set_aside() -> None:
+    good, bad = two_hop_packet(1_000, 2_000), two_hop_packet(1_000, TOO_LATE)
+    both = bad + good[8:]  # the good individual report after the bad one, same group
+    batch, stats = parse_packets([good, bad, both, good], int_udp_port=INT_TBD)
+    assert (stats.parsed, stats.reports, stats.hops) == (4, 3, 6)
+    assert stats.rejected == {"timestamp_out_of_range": 2}
+    assert batch.ts_ns.tolist() == [2_000] * 3
+    assert batch.hop_start.tolist() == [0, 2, 4]
+
+
+def test_fuzzed_timestamps_never_reach_a_batch() -> None:
+    rng = np.random.default_rng(99)
+    base = valid_packets(rng)
+    fuzzed = [mutate(rng, base[int(i)]) for i in rng.integers(0, len(base), 20_000)]
+    batch, stats = parse_packets(fuzzed)
+    assert stats.parsed + stats.malformed_total == len(fuzzed)
+    assert set(stats.rejected) <= set(RANGE_REASONS)
+    assert stats.rejected_total > 0
+    assert int(batch.ts_ns.max()) < TOO_LATE
+    for name in ("ingress_ts_ns", "egress_ts_ns"):
+        column = getattr(batch, name)
+        assert int(column[column != INVALID[name]].max(initial=0)) < TOO_LATE
+
+
+@given(st.binary(max_size=120), st.binary(max_size=60))
+def test_random_bytes_are_parsed_or_counted_and_never_raise(head: bytes, tail: bytes) -> None:
+    packets = [head, group(2, 1) + tail, two_hop_packet(1, 2)[:len(tail) + 8] + head]
+    batch, stats = parse_packets(packets, int_udp_port=INT_TBD)
+    assert stats.parsed + stats.malformed_total == len(packets)
+    assert stats.reports == batch.n_reports
+
+
+def test_the_receiver_counts_rejected_reports_by_reason() -> None:
+    registry, sink = CollectorRegistry(), IntListSink()
+    receiver = IntReceiver(IntReceiverConfig(int_udp_port=INT_TBD), sink, registry)
+    stats = receiver.handle([two_hop_packet(1, TOO_LATE), two_hop_packet(1, 2)])
+    assert stats.rejected == {"timestamp_out_of_range": 1}
+    assert registry.get_sample_value("fabricops_int_receiver_rejected_reports_total",
+                                     {"reason": "timestamp_out_of_range"}) == 1
+    assert registry.get_sample_value("fabricops_int_receiver_reports_total") == 1
+    assert sink.batch().ts_ns.tolist() == [2]

@@ -20,7 +20,7 @@ DLQ = topic_name(Topic.DEAD_LETTERS, DEFAULT_PREFIX)
 FAST = ConsumerLoopConfig(poll_timeout_s=0.05, backoff_s=0.01, max_backoff_s=0.05)
 
 
-class Transient(RuntimeError):
+class TransientError(RuntimeError):
     transient = True
 
 
@@ -96,7 +96,7 @@ def test_a_transient_failure_retries_the_same_batch_and_sets_nothing_aside() -> 
     def handle(batch: list[Message]) -> None:
         calls.append([m.value for m in batch])
         if len(calls) <= 3:
-            raise Transient("database restarting")
+            raise TransientError("database restarting")
 
     loop = _loop(bus, handle)
     _run_until(loop, lambda: len(calls) == 4)
@@ -112,7 +112,7 @@ def test_a_loop_that_cannot_go_on_reports_its_worker_dead_with_the_reason() -> N
 
     def handle(_: list[Message]) -> None:
         clock[0] += 100.0  # each attempt takes 100 s of the loop's clock
-        raise Transient("connection refused")
+        raise TransientError("connection refused")
 
     liveness = Liveness()
     loop = _loop(bus, handle, liveness=liveness, clock=lambda: clock[0],

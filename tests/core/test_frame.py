@@ -58,16 +58,22 @@ raw_values = st.one_of(
 )
 
 
+STORABLE_TS = st.integers(0, 2**63 - 1)
+STORABLE_SEQ = st.integers(0, 2**63 - 1)
+
+
 @st.composite
-def frames(draw: st.DrawFn) -> Frame:
+def frames(draw: st.DrawFn, ts: st.SearchStrategy[int] = STORABLE_TS,
+           seq: st.SearchStrategy[int] = STORABLE_SEQ) -> Frame:
+    """Frames ``decode`` accepts (by default): every value the store can keep."""
     entities = draw(st.lists(names, min_size=1, max_size=6, unique=True))
     n = draw(st.integers(0, 40))
     idx = draw(st.lists(st.integers(0, len(entities) - 1), min_size=n, max_size=n))
     mets = draw(st.lists(metric_ids, min_size=n, max_size=n))
     raw = draw(st.lists(raw_values, min_size=n, max_size=n))
     return Frame(
-        device=draw(names), ts_ns=draw(st.integers(-(2**63), 2**63 - 1)),
-        source=draw(st.sampled_from(list(Source))), seq=draw(st.integers(0, U64_MAX)),
+        device=draw(names), ts_ns=draw(ts),
+        source=draw(st.sampled_from(list(Source))), seq=draw(seq),
         entities=tuple(entities), entity_idx=np.array(idx, dtype=np.uint32),
         metric=np.array(mets, dtype=np.uint16), raw=np.array(raw, dtype=np.uint64),
     )
@@ -82,7 +88,7 @@ def test_codec_round_trip(frame: Frame) -> None:
     assert Frame.decode(memoryview(data)) == frame
 
 
-@given(frames())
+@given(frames(ts=st.integers(-(2**63), 2**63 - 1), seq=st.integers(0, U64_MAX)))
 def test_json_dict_round_trip(frame: Frame) -> None:
     assert Frame.from_json_dict(frame.to_json_dict()) == frame
 
@@ -334,3 +340,54 @@ def test_frame_equality() -> None:
     other = Frame.build("leaf-0-3", 1, "gnmi", 42, ["e"], ["in_octets"], [1])
     assert sample_frame() != other
     assert sample_frame() != "frame"
+
+
+# ---- values the store cannot keep, garbage and plausibility -----------------
+
+@given(frames(ts=st.integers(-(2**63), -1)))
+def test_decode_rejects_a_time_before_the_epoch(frame: Frame) -> None:
+    with pytest.raises(FrameDecodeError, match=rf"ts_ns {frame.ts_ns} is before the Unix epoch"):
+        Frame.decode(frame.encode())
+
+
+@given(frames(seq=st.integers(2**63, U64_MAX)))
+def test_decode_rejects_a_seq_the_store_cannot_keep(frame: Frame) -> None:
+    with pytest.raises(FrameDecodeError, match=rf"seq {frame.seq} does not fit"):
+        Frame.decode(frame.encode())
+
+
+def test_decode_many_names_the_frame_with_a_bad_time() -> None:
+    bad = Frame("leaf-0", -5, Source.GNMI, 1, ("e",), np.zeros(1, np.uint32),
+                np.ones(1, np.uint16), np.ones(1, np.uint64))
+    with pytest.raises(FrameDecodeError, match=r"batch frame #1 .*ts_ns -5"):
+        decode_many(encode_many([sample_frame(), bad]))
+
+
+@given(st.binary(max_size=200))
+def test_random_bytes_raise_only_frame_decode_error(data: bytes) -> None:
+    for buf in (data, b"FOF\x01" + data):
+        with contextlib.suppress(FrameDecodeError):
+            frame = Frame.decode(buf)
+            assert 0 <= frame.ts_ns < 2**63
+            assert frame.seq < 2**63
+
+
+def test_out_of_range_flags_implausible_readings_but_no_counter() -> None:
+    names = ["in_octets", "in_octets", "oper_status", "oper_status", "oper_status",
+             "temperature_c", "temperature_c", "temperature_c", "rx_power_dbm",
+             "rx_power_dbm", "queue_depth_bytes", "queue_depth_bytes"]
+    gauges = [45.0, float("nan"), 250.0, -60.0, float("-inf"), 0.0, -1.0]
+    raw = [0, U64_MAX, 1, 0, 8, *(float_bits(g) for g in gauges)]
+    frame = Frame("d", 0, Source.SIM, 0, ("e",), np.zeros(len(raw), np.uint32),
+                  np.array([CATALOGUE.id_of(n) for n in names], np.uint16),
+                  np.array(raw, np.uint64))
+    assert frame.out_of_range().tolist() == [False, False, False, True, True, False, True, True,
+                                             False, True, False, True]
+
+
+def test_out_of_range_leaves_unknown_metrics_to_unknown_metrics() -> None:
+    frame = Frame("d", 0, Source.SIM, 0, ("e",), np.zeros(2, np.uint32),
+                  np.array([14, 65535], np.uint16),
+                  np.array([float_bits(float("nan")), 0], np.uint64))
+    assert frame.out_of_range().tolist() == [False, False]
+    assert frame.unknown_metrics().tolist() == [True, True]
