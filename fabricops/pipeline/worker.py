@@ -35,12 +35,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
-from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.frame import Frame, FrameError
@@ -48,13 +46,14 @@ from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.liveness import Liveness
 from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.records import Event
+from fabricops.pipeline.admit import admit_samples
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
 from fabricops.pipeline.late import correct_windows
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.worker_metrics import WorkerMetrics
-from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths
+from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths, store_problem
 from fabricops.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -218,14 +217,20 @@ class PipelineWorker:
         out: list[IntPathRecord] = []
         for msg in messages:
             try:
-                out.extend(self.int_paths.records(IntBatch.decode(msg.value)))
+                records = self.int_paths.records(IntBatch.decode(msg.value))
             except IntBatchError as exc:
                 self._dead(result, msg, "undecodable_int", str(exc))
+                continue
+            for record in records:
+                problem = store_problem(record)
+                if problem:
+                    self._reject(result, "unstorable_int_path", problem)
+                else:
+                    out.append(record)
         return merge_int_paths(out)
 
     def _decode(self, messages: Sequence[Message], result: BatchResult) -> list[Frame]:
         limit = self.clock_ns() + round(self.config.max_future_s * 1e9)
-        known = CATALOGUE.is_known
         out: list[Frame] = []
         for msg in messages:
             try:
@@ -238,15 +243,13 @@ class PipelineWorker:
                            f"ns is {(frame.ts_ns - limit) / 1e9:.0f} s past the allowed clock "
                            "skew")
                 continue
-            ids = frame.metric.astype(np.int64)
-            ok = (ids < len(known)) & known[np.minimum(ids, len(known) - 1)]
-            if not ok.all():
-                bad = sorted(set(frame.metric[~ok].tolist()))
-                self._reject(result, "unknown_metric", f"frame of {frame.device}: metric ids "
-                             f"{bad} are not in the catalogue; {int((~ok).sum())} samples dropped",
-                             n=int((~ok).sum()))
-                frame = Frame(frame.device, frame.ts_ns, frame.source, frame.seq, frame.entities,
-                              frame.entity_idx[ok], frame.metric[ok], frame.raw[ok])
+            problem = store_problem(frame)
+            if problem:
+                self._dead(result, msg, "unstorable", problem)
+                continue
+            frame, dropped = admit_samples(frame)
+            for d in dropped:
+                self._reject(result, d.reason, d.detail, n=d.count)
             out.append(frame)
         return out
 
@@ -326,6 +329,12 @@ class PipelineWorker:
     def _persist(self, result: BatchResult, accepted: list[Frame],
                  closed: list[tuple[StreamKey, _Window]]) -> None:
         started = time.perf_counter()
+        if result.events:
+            events = [e for e in result.events if store_problem(e) is None]
+            if len(events) < len(result.events):
+                self._reject(result, "unstorable_event", f"{len(result.events) - len(events)} "
+                             "events too large for the store dropped")
+                result.events = events
         if result.events:
             self.store.put_events(result.events)
             self.bus.publish(topic_name(Topic.EVENTS, self.config.prefix), b"events",

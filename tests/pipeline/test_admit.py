@@ -1,0 +1,48 @@
+"""Values the store cannot hold, or no device could read, never reach it: a frame
+the store cannot keep is dead-lettered, implausible samples are dropped and counted."""
+
+from __future__ import annotations
+
+import math
+
+from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
+from fabricops.core.deadletter import DeadLetter
+from fabricops.core.frame import Frame
+from fabricops.core.membus import MemoryBus
+from fabricops.pipeline.admit import admit_samples
+from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
+from fabricops.store.store import Store
+
+T = 1_800_000_010 * 10**9
+
+
+def _gauges(values: list[float], device: str = "leaf-9") -> Frame:
+    return Frame.build(device, T, "gnmi", 1, [f"{device}:eth{i}" for i in range(len(values))],
+                       ["temperature_c"] * len(values), values)
+
+
+def test_implausible_samples_are_dropped_with_their_reason_and_the_rest_kept() -> None:
+    frame, dropped = admit_samples(_gauges([45.0, math.nan, 1e6, 50.0]))
+    assert frame.values().tolist() == [45.0, 50.0]
+    [d] = dropped
+    assert (d.reason, d.count) == ("out_of_range", 2)
+    assert "temperature_c of leaf-9:eth1" in d.detail
+
+
+def test_a_frame_the_store_cannot_keep_is_dead_lettered_and_the_batch_goes_on(
+    store: Store,
+) -> None:
+    bus = MemoryBus()
+    bus.start()
+    worker = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
+    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+    nul = _gauges([40.0], device="leaf\x009")
+    good = _gauges([41.0])
+    result = worker.process([Message(topic, 0, 0, b"x", nul.encode(), 0),
+                             Message(topic, 0, 1, b"leaf-9", good.encode(), 0)])
+    assert (result.frames, result.rejected) == (1, {"unstorable": 1})
+    [letter] = [DeadLetter.decode(m.value) for m in
+                bus.subscribe([topic_name(Topic.DEAD_LETTERS)], "r").poll(0.5)]
+    assert (letter.reason, letter.offset) == ("unstorable", 0)
+    assert "NUL" in letter.detail
+    assert [f.device for f in store.staged_frames()] == ["leaf-9"]
