@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.collectors.int_parse import ParseStats, parse_packets
 from fabricops.core.intreport import DEFAULT_INT_UDP_PORT, IntBatch, concat
+from fabricops.core.liveness import Liveness
 
 log = logging.getLogger(__name__)
 _MAX_DATAGRAM = 65535
@@ -105,9 +106,11 @@ class IntReceiver:
     """Receives INT report datagrams and publishes parsed batches to ``sink``."""
 
     def __init__(self, config: IntReceiverConfig, sink: IntSink,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 liveness: Liveness | None = None) -> None:
         self.config = config
         self.sink = sink
+        self.liveness = liveness
         self.registry = registry if registry is not None else CollectorRegistry()
         self._metrics = _Metrics(self.registry)
         self._sock: socket.socket | None = None
@@ -143,6 +146,8 @@ class IntReceiver:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+        if self.liveness is not None:
+            self.liveness.forget("int-receiver")
 
     def handle(self, datagrams: list[bytes], first_arrival: float | None = None) -> ParseStats:
         """Parse one batch of datagrams, count it, and hand its reports to the sink."""
@@ -162,10 +167,26 @@ class IntReceiver:
         return stats
 
     def _run(self) -> None:
+        """Receive until stopped. A batch that cannot be parsed is counted as malformed
+        (``parser_error``) and logged; only a socket that fails for good ends the loop,
+        and then the worker is reported dead."""
+        if self.liveness is not None:
+            self.liveness.alive("int-receiver")
         while not self._stop.is_set():
-            datagrams, first = self._collect()
-            if datagrams:
+            try:
+                datagrams, first = self._collect()
+            except (OSError, ValueError) as exc:  # the socket itself is gone
+                if not self._stop.is_set() and self.liveness is not None:
+                    self.liveness.dead("int-receiver", f"UDP socket on port {self.port}: {exc}")
+                return
+            if not datagrams:
+                continue
+            try:
                 self.handle(datagrams, first)
+            except Exception:
+                self._metrics.malformed.labels("parser_error").inc(len(datagrams))
+                self._log_error("INT receiver on port %d: a batch of %d datagrams could not "
+                                "be parsed; dropped", self.port, len(datagrams))
 
     def _collect(self) -> tuple[list[bytes], float]:
         """Wait for a datagram, then drain until the batch is full or has waited enough."""
@@ -204,7 +225,10 @@ class IntReceiver:
             m.rejected.labels(reason).inc(n)
 
     def _log_sink_error(self) -> None:
+        self._log_error("INT receiver on port %d: the sink refused a batch", self.port)
+
+    def _log_error(self, msg: str, *args: object) -> None:
         now = time.monotonic()
         if now - self._last_log >= _LOG_EVERY_S:
             self._last_log = now
-            log.exception("INT receiver on port %d: the sink refused a batch", self.port)
+            log.exception(msg, *args)

@@ -6,12 +6,15 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
+import pytest
 from prometheus_client import CollectorRegistry
 
 from fabricops.collectors.int_receiver import IntListSink, IntReceiver, IntReceiverConfig
 from fabricops.core.intreport import IntBatch
+from fabricops.core.liveness import Liveness
 from fabricops.simulator.agents.int_wire import encode_packets
 from tests.collectors.int_samples import COMMON_BITS, after_wire, differences, random_batch
 
@@ -86,3 +89,34 @@ def test_a_sink_that_raises_is_counted_and_the_receiver_goes_on() -> None:
     finally:
         receiver.stop()
     assert metric(registry, "fabricops_int_receiver_sink_errors_total") == 1
+
+
+def test_a_batch_the_parser_fails_on_is_counted_and_the_receiver_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fabricops.collectors import int_receiver
+    real = int_receiver.parse_packets
+    calls = []
+
+    def parser_with_a_defect(datagrams: list[bytes], **kw: Any) -> Any:
+        calls.append(len(datagrams))
+        if len(calls) == 1:
+            raise IndexError("a defect the next release fixes")
+        return real(datagrams, **kw)
+
+    monkeypatch.setattr(int_receiver, "parse_packets", parser_with_a_defect)
+    packets = encode_packets(random_batch(np.random.default_rng(5), 2, 3, COMMON_BITS,
+                                          seq=np.arange(2)))
+    registry, sink, liveness = CollectorRegistry(), IntListSink(), Liveness()
+    receiver = IntReceiver(IntReceiverConfig(batch_packets=1), sink, registry, liveness)
+    receiver.start()
+    try:
+        send(receiver.port, packets[:1])
+        wait_for(lambda: len(calls) == 1, timeout_s=60)
+        send(receiver.port, packets[1:])
+        wait_for(lambda: sink.n_reports() == 1, timeout_s=60)
+        assert [(s.name, s.alive) for s in liveness.states()] == [("int-receiver", True)]
+    finally:
+        receiver.stop()
+    assert metric(registry, "fabricops_int_receiver_malformed_packets_total",
+                  reason="parser_error") == 1
