@@ -59,13 +59,17 @@ def free_port() -> int:
 
 
 class TansuBroker:
-    """One Tansu broker on a fixed loopback port, with memory storage."""
+    """One Tansu broker on a fixed loopback port; memory storage unless ``storage`` (with
+    ``env``) names another, such as an S3 bucket that outlives the broker."""
 
-    def __init__(self, program: Path, port: int, log_path: Path) -> None:
+    def __init__(self, program: Path, port: int, log_path: Path,
+                 storage: str = "memory://tansu/", env: dict[str, str] | None = None) -> None:
         self.program = program
         self.port = port
         self.bootstrap = f"127.0.0.1:{port}"
         self.log_path = log_path
+        self.storage = storage
+        self.env = env
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -74,8 +78,9 @@ class TansuBroker:
         with self.log_path.open("ab") as log:
             self._proc = subprocess.Popen(
                 [str(self.program), "broker", "--listener-url", url,
-                 "--advertised-listener-url", url, "--storage-engine", "memory://tansu/"],
-                stdout=log, stderr=subprocess.STDOUT)
+                 "--advertised-listener-url", url, "--storage-engine", self.storage],
+                stdout=log, stderr=subprocess.STDOUT,
+                env=None if self.env is None else {**os.environ, **self.env})
         deadline = time.monotonic() + READY_TIMEOUT_S
         while not self._accepts():
             if self._proc.poll() is not None or time.monotonic() > deadline:
@@ -84,13 +89,17 @@ class TansuBroker:
                 raise RuntimeError(f"Tansu on {self.bootstrap} did not start:\n{log_text}")
             time.sleep(0.05)
 
-    def stop(self) -> None:
-        """Kill the broker (its data is lost) and wait until the port is closed."""
+    def stop(self, *, graceful: bool = False) -> None:
+        """Kill the broker (or, if ``graceful``, ask it to stop) and wait until it is gone.
+        With memory storage its data is lost either way."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
-        proc.kill()
-        proc.wait(timeout=10)
+        if graceful:
+            proc.terminate()
+        else:
+            proc.kill()
+        proc.wait(timeout=30)
 
     @property
     def running(self) -> bool:
