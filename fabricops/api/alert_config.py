@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from pydantic import (
     BaseModel,
@@ -65,8 +66,9 @@ class AlertReceiver(BaseModel):
     @classmethod
     def _http(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
-            raise ValueError(f"alert receiver url {value!r} must start with http:// or "
-                             f"https://")
+            raise ValueError(f"{value!r} must start with http:// or https://")
+        if not urlsplit(value).hostname or any(c.isspace() for c in value):
+            raise ValueError(f"{value!r} is not a URL: no host, or a space in it")
         return value
 
 
@@ -127,6 +129,16 @@ def load_alerts_config(path: Path) -> AlertsConfig:
     try:
         return AlertsConfig.model_validate(doc)
     except ValidationError as exc:
-        causes = [f"{'.'.join(map(str, e['loc'])) or 'top level'}: {e['msg']}"
-                  for e in exc.errors()]
-        raise AlertsConfigError(f"{path}: {'; '.join(causes[:3])}") from None
+        raise AlertsConfigError(f"{path}: {describe_validation(exc)}") from None
+
+
+def describe_validation(exc: ValidationError, *, with_place: bool = True,
+                        limit: int = 3) -> str:
+    """The first ``limit`` problems of ``exc`` on one line: ``key.path: problem; ...``."""
+    causes = []
+    for err in exc.errors()[:limit]:
+        problem = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        problem = problem.removeprefix("Value error, ")
+        place = ".".join(map(str, err["loc"])) or "top level"
+        causes.append(f"{place}: {problem}" if with_place else problem)
+    return "; ".join(causes)

@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from fabricops.core.faults import FaultType
+from fabricops.core.liveness import Liveness
 from fabricops.core.topology import Topology
 from fabricops.store.store import Store, StoreError
 
@@ -51,7 +52,8 @@ class FaultInjector(Protocol):
 
 @dataclass
 class ApiContext:
-    """The API's dependencies. ``checks`` are readiness probes: name -> (ok, detail)."""
+    """The API's dependencies. ``checks`` are readiness probes: name -> (ok, detail);
+    ``liveness`` is the process's book of workers (``/ready`` fails while one is dead)."""
 
     config: ApiConfig
     store: Store | None = None
@@ -59,6 +61,7 @@ class ApiContext:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     injector: FaultInjector | None = None
     checks: dict[str, Callable[[], tuple[bool, str]]] = field(default_factory=dict)
+    liveness: Liveness | None = None
 
     def stored(self) -> Store:
         """The store; StoreError (answered 503) in a process that keeps none."""

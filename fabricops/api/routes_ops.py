@@ -22,6 +22,11 @@ def health() -> dict[str, str]:
 @router.get("/ready", tags=["operations"], summary="The store answers and every part is up",
             responses={503: {"description": "Some part is not ready; the body says which"}})
 def ready(ctx: Ctx) -> JSONResponse:
+    """200 when every check passes, else 503; the body lists each check with its detail.
+
+    Checks: ``store`` (a read answers), each of ``ctx.checks``, and ``worker:<name>``
+    for every worker in the process's liveness book (failing once it gave up, with
+    its reason)."""
     results: dict[str, dict[str, Any]] = {}
     if ctx.store is not None:
         try:
@@ -35,6 +40,10 @@ def ready(ctx: Ctx) -> JSONResponse:
         except Exception as exc:
             ok, detail = False, f"{type(exc).__name__}: {exc}"
         results[name] = {"ok": ok, "detail": detail}
+    if ctx.liveness is not None:
+        for worker in ctx.liveness.states():
+            results[f"worker:{worker.name}"] = {
+                "ok": worker.alive, "detail": "running" if worker.alive else worker.reason}
     all_ok = all(r["ok"] for r in results.values())
     return JSONResponse({"ready": all_ok, "checks": results},
                         status_code=200 if all_ok else status.HTTP_503_SERVICE_UNAVAILABLE)

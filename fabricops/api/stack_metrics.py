@@ -14,19 +14,23 @@ from fabricops.api.fabric_metrics import FabricMetrics, FabricMetricsConfig
 from fabricops.api.platform_metrics import NewestFrameTime, PlatformMetrics, PlatformMetricsConfig
 from fabricops.collectors.collection import Collection
 from fabricops.core.bus import Bus
+from fabricops.core.liveness import Liveness
 from fabricops.core.topology import Topology
 from fabricops.pipeline.service import PipelineService
 
 
 class StackMetrics:
     """The platform and fabric metrics of a pipeline process, on ``registry``: started
-    at construction, ``stop`` ends them. ``collection`` adds the collectors' health."""
+    at construction, ``stop`` ends them. ``collection`` adds the collectors' health;
+    the fabric metrics' consumer reports to ``liveness``."""
 
     def __init__(self, registry: CollectorRegistry, bus: Bus, pipeline: PipelineService,
-                 topology: Topology, collection: Collection | None = None) -> None:
+                 topology: Topology, collection: Collection | None = None,
+                 liveness: Liveness | None = None) -> None:
         newest = NewestFrameTime()
         pipeline.worker.on_batch.append(newest.observe)
-        self.fabric = FabricMetrics(FabricMetricsConfig(), bus, topology, registry)
+        self.fabric = FabricMetrics(FabricMetricsConfig(), bus, topology, registry,
+                                    liveness=liveness)
         self.platform = PlatformMetrics(PlatformMetricsConfig(), pipeline.store,
                                         collection=collection, newest_frame_ns=newest,
                                         registry=registry)

@@ -7,8 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
+from fabricops.api.alert_config import describe_validation
 from fabricops.core.bus import BusError
 from fabricops.core.inventory import InventoryError
 from fabricops.core.topology import TopologyError
@@ -23,26 +25,61 @@ USER_ERRORS: tuple[type[Exception], ...] = (
     BusError, ValueError, OSError,
 )
 
+#: Exit code of an unexpected failure (a bug); ``fabricops --debug`` shows its traceback.
+EXIT_INTERNAL = 1
 #: Exit code for bad input, the same one Click uses for a bad command line.
 EXIT_BAD_INPUT = 2
+#: Exit code of a long-running command one of whose workers gave up.
+EXIT_WORKER_DIED = 3
+
+#: The ``--help`` epilog of every command that runs until stopped.
+EXIT_CODES_HELP = (
+    "Exit codes: 0 stopped as asked (Ctrl-C, SIGTERM or --duration); "
+    "1 an unexpected failure (fabricops --debug shows its traceback); "
+    "2 a bad flag or file, or a port, broker or database that cannot be used at start; "
+    "3 a worker died (stderr names it and why).")
+
+_debug = False
 
 
-def fail(message: str) -> typer.Exit:
-    """Print ``error: <message>`` (one line) to stderr; return the Exit to raise."""
+def set_debug(on: bool) -> None:
+    """Whether errors re-raise with their traceback (``fabricops --debug``)."""
+    global _debug
+    _debug = on
+
+
+def debug_enabled() -> bool:
+    """True under ``fabricops --debug``: errors keep their traceback."""
+    return _debug
+
+
+def say_error(message: str) -> None:
+    """Print ``error: <message>`` to stderr, on one line whatever ``message`` holds."""
     typer.echo(f"error: {' '.join(message.split())}", err=True)
-    return typer.Exit(EXIT_BAD_INPUT)
+
+
+def fail(message: str, code: int = EXIT_BAD_INPUT) -> typer.Exit:
+    """Print ``error: <message>`` (one line) to stderr; return the Exit to raise."""
+    say_error(message)
+    return typer.Exit(code)
 
 
 @contextmanager
 def user_errors() -> Iterator[None]:
-    """Turn a bad-input exception into one ``error:`` line and exit code 2."""
+    """Turn a bad-input exception into one ``error:`` line and exit code 2 (under
+    ``--debug`` it propagates with its traceback)."""
     try:
         yield
     except USER_ERRORS as exc:
-        raise fail(_message(exc)) from None
+        if debug_enabled():
+            raise
+        raise fail(error_message(exc)) from None
 
 
-def _message(exc: Exception) -> str:
+def error_message(exc: BaseException) -> str:
+    """The cause ``exc`` states, for an ``error:`` line (OSError: file and reason)."""
+    if isinstance(exc, ValidationError):
+        return describe_validation(exc)
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""
         return f"{where}{exc.strerror}"

@@ -6,6 +6,7 @@ import typer
 
 from fabricops import __version__
 from fabricops.cli import actions, dashboards, probes, query, rca, serve, serve_sim, sim
+from fabricops.cli.common import EXIT_CODES_HELP, set_debug
 from fabricops.cli.diagnose import diagnose
 from fabricops.cli.tail import tail
 from fabricops.cli.up import collect, up
@@ -15,8 +16,8 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
 )
-app.command()(up)
-app.command()(collect)
+app.command(epilog=EXIT_CODES_HELP)(up)
+app.command(epilog=EXIT_CODES_HELP)(collect)
 app.command()(tail)
 app.command()(diagnose)
 app.add_typer(sim.app, name="sim")
@@ -25,7 +26,7 @@ app.add_typer(query.app, name="query")
 app.add_typer(rca.app, name="rca")
 app.add_typer(actions.app, name="actions")
 app.add_typer(serve.app, name="serve")
-serve.app.command("sim")(serve_sim.serve_sim)
+serve.app.command("sim", epilog=EXIT_CODES_HELP)(serve_sim.serve_sim)
 app.add_typer(dashboards.app, name="dashboards")
 
 
@@ -42,6 +43,11 @@ def root(
         typer.Option("--version", callback=_show_version, is_eager=True,
                      help="Print the fabricops version and exit."),
     ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", envvar="FABRICOPS_DEBUG",
+                     help="On an error, show its traceback too (default: one line)."),
+    ] = False,
 ) -> None:
     """Telemetry and automated operations for RoCE fabrics that train large AI models.
 
@@ -54,6 +60,7 @@ def root(
 
         fabricops sim run --preset demo -o demo.run.gz
     """
+    set_debug(debug)
 
 
 if __name__ == "__main__":  # pragma: no cover

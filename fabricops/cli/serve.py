@@ -13,15 +13,16 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 
-from fabricops.api.alerts import AlertDispatcher, load_alerts_config
 from fabricops.api.context import ApiConfig, ApiContext
 from fabricops.api.platform_metrics import PlatformMetrics, PlatformMetricsConfig
-from fabricops.api.server import ApiServer
 from fabricops.api.stack_metrics import StackMetrics
-from fabricops.cli.common import stderr_console, user_errors
+from fabricops.cli.common import EXIT_CODES_HELP, error_message, stderr_console
+from fabricops.cli.lifecycle import Running, running_command, serve_until_stopped
+from fabricops.cli.preflight import StartupError, checked_alerts, checked_db, free_port, named
 from fabricops.cli.serve_common import (
+    METRICS_HOST,
     Bootstrap,
     BusKind,
     Db,
@@ -29,13 +30,15 @@ from fabricops.cli.serve_common import (
     MetricsPort,
     Seconds,
     TopologyFile,
-    open_bus,
-    run_until_stopped,
+    checked_bus,
+    start_bus,
+    start_metrics,
 )
+from fabricops.cli.up_api import start_alerts, start_api
 from fabricops.core.actions import ActionMode, StepOp
 from fabricops.core.inventory import load_inventory
 from fabricops.core.placement import load_placement
-from fabricops.core.topology import load_topology
+from fabricops.core.topology import Topology, load_topology
 from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
@@ -60,14 +63,32 @@ app = typer.Typer(
 )
 
 
-def _metrics(port: int, registry: CollectorRegistry) -> str:
-    if not port:
-        return "no metrics port"
-    start_http_server(port, registry=registry)
-    return f"metrics on :{port}/metrics"
+def _start_store(running: Running, db: str) -> Store:
+    store = Store(StoreConfig(url=db))
+    with named("--db", store.url):
+        store.start()
+    running.started(store.stop)
+    return store
 
 
-@app.command("pipeline")
+def _topology(path: Path) -> Topology:
+    with named("--topology", path):
+        return load_topology(path)
+
+
+def _placement(jobs: Path | None, topology: Topology) -> dict[str, list[str]] | None:
+    if jobs is None:
+        return None
+    with named("--jobs", jobs):
+        return load_placement(jobs, topology)
+
+
+def _check_metrics_port(port: int) -> None:
+    if port:
+        free_port("--metrics-port", METRICS_HOST, port)
+
+
+@app.command("pipeline", epilog=EXIT_CODES_HELP)
 def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabricops.db",
                  bus_kind: BusKind = "kafka", bootstrap: Bootstrap = "127.0.0.1:9092",
                  metrics_port: MetricsPort = 0, duration: Seconds = 0.0) -> None:
@@ -76,20 +97,26 @@ def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabr
         fabricops serve pipeline --topology topology.json --db postgresql+psycopg://...
     """
     console = stderr_console()
-    with user_errors():
-        topo = load_topology(topology)
-        registry = CollectorRegistry()
-        bus = open_bus(bus_kind, bootstrap, registry)
+    with running_command() as running:
+        topo = _topology(topology)
+        checked_db(db)
+        bus_config = checked_bus(bus_kind, bootstrap)
+        _check_metrics_port(metrics_port)
+        bus = start_bus(running, bus_config)
         service = PipelineService(PipelineServiceConfig.model_validate(
-            {"store": {"url": db}}), bus, topo, registry)
-        service.start()
-        metrics = StackMetrics(registry, bus, service, topo)
+            {"store": {"url": db}}), bus, topo, running.registry, running.liveness)
+        with named("--db", service.store.url):
+            service.start()
+        running.started(service.stop)
+        metrics = StackMetrics(running.registry, bus, service, topo,
+                               liveness=running.liveness)
+        running.started(metrics.stop)
         console.print(f"pipeline: {bus_kind} {bootstrap} -> {db}; "
-                      f"{_metrics(metrics_port, registry)}")
-        run_until_stopped(duration, [metrics.stop, service.stop, bus.stop])
+                      f"{start_metrics(running, metrics_port)}")
+        serve_until_stopped(running, duration)
 
 
-@app.command("rca")
+@app.command("rca", epilog=EXIT_CODES_HELP)
 def rca_cmd(topology: TopologyFile, jobs: JobsFile = None,
             db: Db = "sqlite:///fabricops-data/fabricops.db", bus_kind: BusKind = "kafka",
             bootstrap: Bootstrap = "127.0.0.1:9092", metrics_port: MetricsPort = 0,
@@ -99,22 +126,24 @@ def rca_cmd(topology: TopologyFile, jobs: JobsFile = None,
         fabricops serve rca --topology topology.json --jobs jobs.yaml
     """
     console = stderr_console()
-    with user_errors():
-        topo = load_topology(topology)
-        placement = load_placement(jobs, topo) if jobs else None
-        registry = CollectorRegistry()
-        store = Store(StoreConfig(url=db))
-        store.start()
-        bus = open_bus(bus_kind, bootstrap, registry)
+    with running_command() as running:
+        topo = _topology(topology)
+        placement = _placement(jobs, topo)
+        checked_db(db)
+        bus_config = checked_bus(bus_kind, bootstrap)
+        _check_metrics_port(metrics_port)
+        store = _start_store(running, db)
+        bus = start_bus(running, bus_config)
         service = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store,
-                             placement, registry=registry)
+                             placement, registry=running.registry, liveness=running.liveness)
         service.start()
+        running.started(service.stop)
         console.print(f"rca: {bus_kind} {bootstrap}, store {db}; "
-                      f"{_metrics(metrics_port, registry)}")
-        run_until_stopped(duration, [service.stop, bus.stop, store.stop])
+                      f"{start_metrics(running, metrics_port)}")
+        serve_until_stopped(running, duration)
 
 
-@app.command("remediation")
+@app.command("remediation", epilog=EXIT_CODES_HELP)
 def remediation_cmd(
     topology: TopologyFile, jobs: JobsFile = None,
     db: Db = "sqlite:///fabricops-data/fabricops.db", bus_kind: BusKind = "kafka",
@@ -143,47 +172,52 @@ def remediation_cmd(
         fabricops serve remediation --topology topology.json -i inventory.yaml --mode approve
     """
     console = stderr_console()
-    with user_errors():
-        topo = load_topology(topology)
-        placement = load_placement(jobs, topo) if jobs else None
-        registry = CollectorRegistry()
-        actuators = _actuators(inventory, hook, secret, registry)
+    with running_command() as running:
+        topo = _topology(topology)
+        placement = _placement(jobs, topo)
+        actuators = _actuators(inventory, hook, secret, running.registry)
+        with named("--webhook", webhook):
+            notifier = WebhookNotifier(WebhookClient(WebhookConfig.model_validate(
+                {"url": webhook, "secret": secret}))) if webhook else None
+        checked_db(db)
+        bus_config = checked_bus(bus_kind, bootstrap)
+        _check_metrics_port(metrics_port)
         if not actuators.by_op:
             console.print("remediation: no --inventory and no --hook: actions can be "
                           "proposed and approved, but not applied")
-        store = Store(StoreConfig(url=db))
-        store.start()
-        bus = open_bus(bus_kind, bootstrap, registry)
+        store = _start_store(running, db)
+        bus = start_bus(running, bus_config)
         engine = RemediationEngine(RemediationConfig.model_validate(
             {"safety": {"mode": mode.value}}), topo, actuators, FabricWatch(topo), placement,
-            registry=registry)
-        notifier = WebhookNotifier(WebhookClient(WebhookConfig.model_validate(
-            {"url": webhook, "secret": secret}))) if webhook else None
+            registry=running.registry)
         service = RemediationService(RemediationServiceConfig(), bus, engine, store, notifier,
-                                     registry=registry)
+                                     registry=running.registry, liveness=running.liveness)
         service.start()
+        running.started(service.stop)
         console.print(f"remediation ({mode.value}): {bus_kind} {bootstrap}, store {db}; "
-                      f"{_metrics(metrics_port, registry)}")
-        run_until_stopped(duration, [service.stop, bus.stop, store.stop])
+                      f"{start_metrics(running, metrics_port)}")
+        serve_until_stopped(running, duration)
 
 
 def _actuators(inventory: Path | None, hook: str, secret: str,
                registry: CollectorRegistry) -> Actuators:
     by_op: dict[StepOp, Actuator] = {}
     if hook:
-        actuator = WebhookActuator(WebhookClient(WebhookConfig.model_validate(
-            {"url": hook, "secret": secret}), registry=registry), registry=registry)
+        with named("--hook", hook):
+            config = WebhookConfig.model_validate({"url": hook, "secret": secret})
+        actuator = WebhookActuator(WebhookClient(config, registry=registry), registry=registry)
         by_op.update(dict.fromkeys(actuator.ops, actuator))
     if inventory is not None:
         try:
             gnmi = GnmiSetActuator.for_inventory(load_inventory(inventory), registry)
         except ValueError as exc:
-            raise ValueError(f"{inventory}: {exc}") from None
+            cause = error_message(exc).removeprefix(f"{inventory}: ")
+            raise StartupError(f"--inventory {inventory}: {cause}") from None
         by_op.update(dict.fromkeys(gnmi.ops, gnmi))
     return Actuators(by_op)
 
 
-@app.command("api")
+@app.command("api", epilog=EXIT_CODES_HELP)
 def api_cmd(
     topology: Annotated[Path | None, typer.Option(
         "--topology", envvar="FABRICOPS_TOPOLOGY", help="Topology file (JSON or YAML)")]
@@ -210,24 +244,25 @@ def api_cmd(
         FABRICOPS_API_TOKEN=... fabricops serve api --topology topology.json --host 0.0.0.0
     """
     console = stderr_console()
-    with user_errors():
-        topo = load_topology(topology) if topology else None
-        store = Store(StoreConfig(url=db))
-        store.start()
+    with running_command() as running:
+        topo = _topology(topology) if topology else None
+        checked_db(db)
+        alerts = checked_alerts(alerts_file) if alerts_file is not None else None
+        bus_config = checked_bus(bus_kind, bootstrap) if alerts is not None else None
+        if port:
+            free_port("--port", host, port)
+        store = _start_store(running, db)
         ctx = ApiContext(config=ApiConfig.model_validate(
-            {"host": host, "port": port, "token": token}), store=store, topology=topo)
-        platform = PlatformMetrics(PlatformMetricsConfig(), store, registry=ctx.registry)
+            {"host": host, "port": port, "token": token}), store=store, topology=topo,
+            registry=running.registry, liveness=running.liveness)
+        platform = PlatformMetrics(PlatformMetricsConfig(), store, registry=running.registry)
         platform.start()
-        server = ApiServer(ctx)
-        server.start()
+        running.started(platform.stop)
+        server = start_api(running, ctx, "--port")
         if not token:
             console.print("api: no --token / FABRICOPS_API_TOKEN: every mutating call is "
                           "refused")
         console.print(f"api: {server.url} (docs {server.url}/docs), store {db}")
-        stops = [server.stop, platform.stop]
-        if alerts_file is not None:
-            bus = open_bus(bus_kind, bootstrap, ctx.registry)
-            alerts = AlertDispatcher(load_alerts_config(alerts_file), bus, store, ctx.registry)
-            alerts.start()
-            stops += [alerts.stop, bus.stop]
-        run_until_stopped(duration, [*stops, store.stop])
+        if alerts is not None and bus_config is not None:
+            start_alerts(running, alerts, start_bus(running, bus_config), store)
+        serve_until_stopped(running, duration)

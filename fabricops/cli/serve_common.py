@@ -1,19 +1,15 @@
-"""What every ``fabricops serve`` component shares: options, the bus, the run loop."""
+"""What every long-running command shares: options, the bus, the metrics port."""
 
 from __future__ import annotations
 
-import signal
-import threading
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Annotated
 
 import typer
-from prometheus_client import CollectorRegistry
+from prometheus_client import start_http_server
 
-from fabricops.cli.common import fail
+from fabricops.cli.lifecycle import Running
+from fabricops.cli.preflight import StartupError, named, reachable_bootstrap
 from fabricops.core.bus import Bus
 from fabricops.core.bus_factory import BusConfig, make_bus
 
@@ -36,42 +32,40 @@ Seconds = Annotated[float, typer.Option(
     "--duration", min=0, help="Stop after this many wall seconds (0: run until stopped)")]
 
 
-def open_bus(kind: str, bootstrap: str, registry: CollectorRegistry | None = None) -> Bus:
-    """A started bus of ``kind``; exit 2 naming the option if the kind is unknown."""
+#: Where ``--metrics-port`` listens (every address, as Prometheus scrapes from outside).
+METRICS_HOST = "0.0.0.0"
+
+
+def checked_bus(kind: str, bootstrap: str) -> BusConfig:
+    """The bus of ``--bus``/``--bootstrap``; with Kafka, a broker must answer now.
+
+    Raises StartupError naming the flag."""
     if kind not in ("memory", "kafka"):
-        raise fail(f"--bus must be 'memory' or 'kafka', not {kind!r}")
-    bus = make_bus(BusConfig.model_validate({"kind": kind, "bootstrap_servers": bootstrap}),
-                   registry)
+        raise StartupError(f"--bus {kind}: must be 'memory' or 'kafka'")
+    if kind == "kafka":
+        reachable_bootstrap(bootstrap)
+    return BusConfig.model_validate({"kind": kind, "bootstrap_servers": bootstrap})
+
+
+def start_bus(running: Running, config: BusConfig) -> Bus:
+    """A started bus of ``config``, its metrics on the command's registry."""
+    bus = make_bus(config, running.registry)
     bus.start()
+    running.started(bus.stop)
     return bus
 
 
-def run_until_stopped(duration_s: float, stops: Sequence[Callable[[], None]],
-                      tick: Callable[[float], None] | None = None) -> None:
-    """Wait for SIGINT, SIGTERM or ``duration_s`` (0: forever), calling ``tick(wall_s)``
-    twice a second; then call ``stops`` in order, each even if one before failed."""
-    stop = threading.Event()
+def start_metrics(running: Running, port: int) -> str:
+    """Serve the registry's /metrics on ``port`` (checked free: ``free_port``); 0: off.
+    Returns the words for the start-up line."""
+    if not port:
+        return "no metrics port"
+    with named("--metrics-port", port):
+        server, _ = start_http_server(port, addr=METRICS_HOST, registry=running.registry)
 
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    started = time.monotonic()
-    try:
-        while not stop.wait(0.5):
-            wall = time.monotonic() - started
-            if tick is not None:
-                tick(wall)
-            if duration_s and wall >= duration_s:
-                break
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        errors = []
-        for fn in stops:
-            try:
-                fn()
-            except Exception as exc:
-                errors.append(exc)
-        if errors:
-            raise errors[0]
+    running.started(stop)
+    return f"metrics on :{port}/metrics"

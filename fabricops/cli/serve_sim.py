@@ -14,15 +14,15 @@ from typing import Annotated
 
 import typer
 import yaml
-from prometheus_client import CollectorRegistry
 
 from fabricops.api.context import ApiConfig, ApiContext
-from fabricops.api.server import ApiServer
 from fabricops.api.sim_injector import SimFaultInjector
-from fabricops.cli.common import stderr_console, user_errors
-from fabricops.cli.serve_common import Seconds, run_until_stopped
-from fabricops.cli.sim import choose_scenario
-from fabricops.cli.up import on_wall_clock
+from fabricops.cli.common import stderr_console
+from fabricops.cli.lifecycle import running_command, serve_until_stopped
+from fabricops.cli.preflight import free_port, named
+from fabricops.cli.serve_common import Seconds
+from fabricops.cli.up import live_scenario
+from fabricops.cli.up_api import start_api
 from fabricops.core.inventory import IntListener, Inventory, check_host_port
 from fabricops.core.placement import save_placement
 from fabricops.core.topology import save_topology
@@ -63,9 +63,15 @@ def serve_sim(
         fabricops serve sim --listen 0.0.0.0 --advertise sim --int-collector collector:32766
     """
     console = stderr_console()
-    with user_errors():
-        collector_host, collector_port = check_host_port(int_collector).rsplit(":", 1)
-        sim = build_simulator(on_wall_clock(choose_scenario(scenario, preset)))
+    with running_command() as running:
+        with named("--int-collector", int_collector):
+            collector_host, collector_port = check_host_port(int_collector).rsplit(":", 1)
+        for flag, port, udp in (("--snmp-port", snmp_port, True),
+                                ("--gnmi-port", gnmi_port, False),
+                                ("--api-port", api_port, False)):
+            if port:
+                free_port(flag, listen, port, udp=udp)
+        sim = build_simulator(live_scenario(scenario, preset))
         fabric = SimulatedFabric(sim, SimulatedFabricConfig.model_validate({
             "speed": speed, "host_telemetry": True,
             "snmp": {"host": listen, "port": snmp_port},
@@ -73,17 +79,18 @@ def serve_sim(
             "int_exporter": {"collector_host": collector_host,
                              "collector_port": int(collector_port)}}))
         fabric.start()
-        api = ApiServer(ApiContext(
+        running.started(fabric.stop)
+        api = start_api(running, ApiContext(
             config=ApiConfig.model_validate({"host": listen, "port": api_port, "token": token}),
-            topology=sim.fabric.topology, registry=CollectorRegistry(),
-            injector=SimFaultInjector(fabric)))
-        api.start()
+            topology=sim.fabric.topology, registry=running.registry,
+            injector=SimFaultInjector(fabric), liveness=running.liveness), "--api-port")
         written = _write_files(fabric, out, advertise or listen,
                                int_listen or f"0.0.0.0:{collector_port}")
-        console.print(f"sim: {sim.fabric.topology.summary()} on {listen} (SNMP :{snmp_port}, "
-                      f"gNMI :{gnmi_port}, INT to {int_collector}); fault injection on "
+        console.print(f"sim: {sim.fabric.topology.summary()} on {listen} (SNMP "
+                      f":{fabric.snmp.port}, gNMI :{fabric.gnmi.port}, INT to {int_collector}); "
+                      f"fault injection on "
                       f"{api.url}; wrote {', '.join(str(p) for p in written)}")
-        run_until_stopped(duration, [api.stop, fabric.stop])
+        serve_until_stopped(running, duration)
 
 
 def _write_files(fabric: SimulatedFabric, out: Path, advertise: str,

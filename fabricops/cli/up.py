@@ -1,87 +1,54 @@
-"""``fabricops up`` and ``fabricops collect``: the stack, and collectors on their own."""
+"""``fabricops up`` and ``fabricops collect``: the stack, and collectors on their own.
+
+Both check every flag and file before they start anything (``preflight``),
+then start their parts in order under ``running_command``, which stops all of
+them whichever way the command ends.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from prometheus_client import CollectorRegistry, start_http_server
-from rich.console import Console
-from rich.live import Live
-from rich.text import Text
 
-from fabricops.api.alerts import AlertDispatcher
+from fabricops.api.alerts import AlertsConfig
 from fabricops.api.platform_metrics import PlatformMetrics, PlatformMetricsConfig
+from fabricops.api.server import api_url
 from fabricops.api.stack_metrics import StackMetrics
-from fabricops.cli.common import fail, stderr_console, stderr_is_terminal, user_errors
-from fabricops.cli.serve_common import MetricsPort, open_bus, run_until_stopped
+from fabricops.cli.common import fail, stderr_console, stderr_is_terminal
+from fabricops.cli.lifecycle import Running, running_command
+from fabricops.cli.preflight import checked_alerts, checked_db, checked_webhook, free_port, named
+from fabricops.cli.serve_common import (
+    METRICS_HOST,
+    Bootstrap,
+    BusKind,
+    MetricsPort,
+    Seconds,
+    checked_bus,
+    start_bus,
+    start_metrics,
+)
 from fabricops.cli.sim import choose_scenario
-from fabricops.cli.up_analysis import ACTUATORS, start_analysis
-from fabricops.cli.up_api import alerts_config, start_api
+from fabricops.cli.up_analysis import ACTUATORS, Analysis, start_analysis
+from fabricops.cli.up_api import alerts_config, start_alerts, start_fabric_api
 from fabricops.cli.up_api import api_token as make_token
-from fabricops.collectors.collection import PROTOCOLS, Collection, CollectionStatus
+from fabricops.cli.up_status import status_line, watch
+from fabricops.collectors.collection import PROTOCOLS, Collection
+from fabricops.collectors.collection import Protocol as CollectedProtocol
 from fabricops.core.actions import ActionMode
-from fabricops.core.inventory import load_inventory
-from fabricops.pipeline.service import PipelineService, PipelineServiceConfig, PipelineStatus
+from fabricops.core.bus import Bus
+from fabricops.core.bus_factory import BusConfig
+from fabricops.core.inventory import Inventory, load_inventory
+from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
 from fabricops.simulator.agents.service import SimulatedFabric, SimulatedFabricConfig
 from fabricops.simulator.scenario import Scenario, build_simulator
 
-BusKind = Annotated[str, typer.Option("--bus", help="memory (in-process) or kafka")]
-Bootstrap = Annotated[str, typer.Option(
-    "--bootstrap", "-b", envvar="FABRICOPS_BUS__BOOTSTRAP_SERVERS",
-    help="Kafka bootstrap servers, with --bus kafka")]
-Seconds = Annotated[float, typer.Option(
-    "--duration", min=0, help="Stop after this many wall seconds (0: run until Ctrl-C)")]
-
-
-def _status_line(status: CollectionStatus, sim_s: float | None, wall_s: float,
-                 pipeline: PipelineStatus | None = None, analysis: str = "") -> Text:
-    parts = [f"{wall_s:6.0f}s"]
-    if sim_s is not None:
-        parts.append(f"fabric t={sim_s:,.0f}s")
-    for proto, (up, total) in status.targets_up.items():
-        if proto == "int":
-            continue
-        frames = status.frames.get(proto, 0)
-        parts.append(f"{proto} {up}/{total} up {frames:,} frames")
-    parts.append(f"int {status.int_reports:,} reports")
-    samples = sum(status.samples.values())
-    parts.append(f"{samples:,} samples published")
-    if pipeline is not None:
-        parts.append(f"pipeline {pipeline.frames:,} frames {pipeline.segments:,} segments "
-                     f"{pipeline.events:,} events {pipeline.hot_devices} sampled fast")
-    if analysis:
-        parts.append(analysis)
-    return Text("  |  ".join(parts))
-
-
-def _watch(collection: Collection, fabric: SimulatedFabric | None, duration: float,
-           console: Console, pipeline: PipelineService | None = None,
-           analysis: Callable[[], str] | None = None) -> tuple[CollectionStatus, float]:
-    """Show a live status line (on a terminal) until ``duration`` passes, Ctrl-C or
-    SIGTERM; return the collectors' last status and the wall seconds it ran."""
-    started = time.monotonic()
-    live = Live(console=console, auto_refresh=False) if stderr_is_terminal() else None
-
-    def show(wall: float) -> None:
-        if live is not None:
-            sim_s = fabric.sim.time_s if fabric is not None else None
-            piped = pipeline.status() if pipeline is not None else None
-            said = analysis() if analysis is not None else ""
-            live.update(_status_line(collection.status(), sim_s, wall, piped, said),
-                        refresh=True)
-
-    if live is not None:
-        live.start()
-    try:
-        run_until_stopped(duration, [], show)
-    finally:
-        if live is not None:
-            live.stop()
-    return collection.status(), time.monotonic() - started
+#: Where the simulated fabric's agents listen and its INT reports go, in ``up``.
+LOOPBACK = "127.0.0.1"
 
 
 def up(
@@ -125,6 +92,16 @@ def up(
         envvar="FABRICOPS_API_TOKEN", show_default=False,
         help="Bearer token for the API's mutating calls (default: a new one, written to "
              "fabricops-data/api.token)")] = "",
+    int_port: Annotated[int, typer.Option(
+        "--int-port", min=0, max=65535,
+        help="UDP port on 127.0.0.1 the INT collector listens on and the fabric sends its "
+             "reports to (0: any free port)")] = 32766,
+    snmp_port: Annotated[int, typer.Option(
+        "--snmp-port", min=0, max=65535,
+        help="UDP port on 127.0.0.1 of the fabric's SNMP agent (0: any free port)")] = 0,
+    gnmi_port: Annotated[int, typer.Option(
+        "--gnmi-port", min=0, max=65535,
+        help="TCP port on 127.0.0.1 of the fabric's gNMI target (0: any free port)")] = 0,
 ) -> None:
     """Run the stack on the embedded default: a simulated fabric, collectors, pipeline,
     root-cause analysis and remediation.
@@ -147,51 +124,100 @@ def up(
         fabricops up --bus kafka -b 127.0.0.1:9092 --webhook http://127.0.0.1:9000/hook
     """
     console = stderr_console()
-    if actuator not in ACTUATORS:
-        raise fail(f"--actuator must be one of {', '.join(ACTUATORS)}, not {actuator!r}")
-    with user_errors():
-        sim = build_simulator(on_wall_clock(choose_scenario(scenario, preset)))
-        fabric = SimulatedFabric(sim, SimulatedFabricConfig(
-            speed=speed, snmp_interval_s=snmp_interval, gnmi_interval_s=gnmi_interval,
-            host_telemetry=True))
-        _sqlite_dir(db)
-        registry = CollectorRegistry()
-        bus = open_bus(bus_kind, bootstrap, registry)
-        pipeline = PipelineService(PipelineServiceConfig.model_validate(
-            {"store": {"url": db}}), bus, sim.fabric.topology, registry)
-        pipeline.start()
-        fabric.start()
-        analysis = start_analysis(bus, fabric, db, mode=remediation, actuator=actuator,
-                                  registry=registry)
-        collection = Collection(fabric.inventory(), bus, registry=registry)
-        collection.start()
-        metrics = StackMetrics(registry, bus, pipeline, sim.fabric.topology, collection)
-        api = start_api(analysis.store, fabric, registry, host=api_host, port=api_port,
-                        token=make_token(api_token))
-        alerts = AlertDispatcher(alerts_config(alerts_file, webhook, webhook_secret, api.url),
-                                 bus, analysis.store, registry)
-        alerts.start()
+    with running_command() as running:
+        if actuator not in ACTUATORS:
+            raise fail(f"--actuator {actuator}: must be one of {', '.join(ACTUATORS)}")
+        live = live_scenario(scenario, preset)
+        checked_db(db)
+        alerts = checked_alerts(alerts_file)
+        hook = checked_webhook(webhook, webhook_secret) if webhook else None
+        bus_config = checked_bus(bus_kind, bootstrap)
+        api_port = free_port("--api-port", api_host, api_port)
+        int_port = free_port("--int-port", LOOPBACK, int_port, udp=True)
+        for flag, port, udp in (("--snmp-port", snmp_port, True),
+                                ("--gnmi-port", gnmi_port, False)):
+            if port:
+                free_port(flag, LOOPBACK, port, udp=udp)
+        with named("--webhook", webhook):
+            receivers = alerts_config(alerts, hook, api_url(api_host, api_port))
+        fabric = SimulatedFabric(build_simulator(live), SimulatedFabricConfig.model_validate({
+            "speed": speed, "snmp_interval_s": snmp_interval, "gnmi_interval_s": gnmi_interval,
+            "host_telemetry": True, "snmp": {"host": LOOPBACK, "port": snmp_port},
+            "gnmi": {"host": LOOPBACK, "port": gnmi_port},
+            "int_exporter": {"collector_host": LOOPBACK, "collector_port": int_port}}))
+        stack = _start_stack(running, fabric, bus_config, db, receivers, mode=remediation,
+                             actuator=actuator)
+        api = start_fabric_api(running, stack.analysis.store, fabric, host=api_host,
+                               port=api_port, token=make_token(api_token))
         console.print(f"API on {api.url} (docs {api.url}/docs, metrics {api.url}/metrics); "
                       f"try: fabricops diagnose --api {api.url}")
-        try:
-            final, ran_s = _watch(collection, fabric, duration, console, pipeline,
-                                  lambda: f"{len(analysis.rca.diagnoses):,} diagnoses")
-        finally:
-            api.stop()
-            metrics.stop()
-            collection.stop()
-            fabric.stop()
-            bus.flush(10.0)
-            time.sleep(1.0)  # the worker's last poll
-            alerts.stop()
-            analysis.stop()
-            pipeline.stop()
-            bus.stop()
+        final, ran_s = watch(running, stack.collection, fabric, duration, console,
+                             stack.pipeline, stack.diagnoses)
     if not stderr_is_terminal():
-        console.print(_status_line(final, sim.time_s, ran_s, pipeline.status(),
-                                   f"{len(analysis.rca.diagnoses):,} diagnoses"))
+        console.print(status_line(final, fabric.sim.time_s, ran_s, stack.pipeline.status(),
+                                  stack.diagnoses()))
         console.print(f"stored in {db}; try: fabricops query events --db {db}; "
                       f"fabricops actions list --db {db}")
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """The parts of ``up`` behind the API, started."""
+
+    pipeline: PipelineService
+    analysis: Analysis
+    collection: Collection
+
+    def diagnoses(self) -> str:
+        return f"{len(self.analysis.rca.diagnoses):,} diagnoses"
+
+
+def _start_stack(running: Running, fabric: SimulatedFabric, bus_config: BusConfig, db: str,
+                 receivers: AlertsConfig, *, mode: ActionMode, actuator: str) -> _Stack:
+    """Bus, pipeline, fabric, analysis, alerts, collectors and metrics, in that order.
+
+    ``running`` stops them in the reverse one, the bus drained once the
+    collectors have stopped so that alerts and analysis take its last records."""
+    topology = fabric.sim.fabric.topology
+    bus = start_bus(running, bus_config)
+    pipeline = PipelineService(PipelineServiceConfig.model_validate(
+        {"store": {"url": db}}), bus, topology, running.registry, running.liveness)
+    with named("--db", pipeline.store.url):
+        pipeline.start()
+    running.started(pipeline.stop)
+    fabric.start()
+    running.started(fabric.stop)
+    analysis = start_analysis(running, bus, fabric, db, mode=mode, actuator=actuator)
+    start_alerts(running, receivers, bus, analysis.store)
+    running.started(lambda: _drain(bus))
+    collection = _start_collection(running, fabric.inventory(), bus, PROTOCOLS)
+    metrics = StackMetrics(running.registry, bus, pipeline, topology, collection,
+                           liveness=running.liveness)
+    running.started(metrics.stop)
+    return _Stack(pipeline, analysis, collection)
+
+
+def _drain(bus: Bus) -> None:
+    """Deliver what is on the bus, and give its consumers a last poll."""
+    bus.flush(10.0)
+    time.sleep(1.0)
+
+
+def _start_collection(running: Running, inventory: Inventory, bus: Bus,
+                      protocols: Sequence[CollectedProtocol]) -> Collection:
+    collection = Collection(inventory, bus, protocols=protocols, registry=running.registry,
+                            liveness=running.liveness)
+    collection.start()
+    running.started(collection.stop)
+    return collection
+
+
+def live_scenario(file: Path | None, preset: str | None) -> Scenario:
+    """The scenario of SCENARIO or ``--preset`` (errors naming it), on the wall clock."""
+    if preset is not None and file is None:
+        with named("--preset", preset):
+            return on_wall_clock(choose_scenario(None, preset))
+    return on_wall_clock(choose_scenario(file, preset))
 
 
 def on_wall_clock(scenario: Scenario) -> Scenario:
@@ -200,12 +226,6 @@ def on_wall_clock(scenario: Scenario) -> Scenario:
         return scenario
     now = time.time_ns() // 10**9 * 10**9
     return scenario.model_copy(update={"sim": {**scenario.sim, "start_time_ns": now}})
-
-
-def _sqlite_dir(url: str) -> None:
-    """Create the folder of a SQLite file URL, so the first run needs no set-up."""
-    if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
 
 
 def collect(
@@ -219,29 +239,34 @@ def collect(
     """Collect from the devices of an inventory and publish on the bus.
 
     One process per protocol scales out: run `collect snmp` and `collect gnmi`
-    side by side, each with its share of the inventory.
+    side by side, each with its share of the inventory. The INT receiver
+    listens where the inventory's `int.listen` says.
 
         fabricops collect gnmi -i inventory.yaml -b 127.0.0.1:9092
     """
-    if protocol != "all" and protocol not in PROTOCOLS:
-        raise fail(f"unknown protocol {protocol!r}; use one of: {', '.join(PROTOCOLS)}, all")
-    chosen = PROTOCOLS if protocol == "all" else tuple(p for p in PROTOCOLS if p == protocol)
     console = stderr_console()
-    with user_errors():
-        inv = load_inventory(inventory)
-        registry = CollectorRegistry()
-        bus = open_bus(bus_kind, bootstrap, registry)
-        collection = Collection(inv, bus, protocols=chosen, registry=registry)
-        collection.start()
+    with running_command() as running:
+        if protocol != "all" and protocol not in PROTOCOLS:
+            raise fail(f"unknown protocol {protocol!r}; use one of: {', '.join(PROTOCOLS)}, "
+                       f"all")
+        chosen = PROTOCOLS if protocol == "all" else tuple(p for p in PROTOCOLS if p == protocol)
+        with named("--inventory", inventory):
+            inv = load_inventory(inventory)
+        bus_config = checked_bus(bus_kind, bootstrap)
         if metrics_port:
-            PlatformMetrics(PlatformMetricsConfig(), collection=collection,
-                            registry=registry).start()
-            start_http_server(metrics_port, registry=registry)
-        try:
-            final, ran_s = _watch(collection, None, duration, console)
-        finally:
-            collection.stop()
-            bus.flush(10.0)
-            bus.stop()
+            free_port("--metrics-port", METRICS_HOST, metrics_port)
+        if "int" in chosen and inv.int is not None:
+            host, _, port = inv.int.listen.rpartition(":")
+            free_port(f"--inventory {inventory}: int.listen", host, int(port), udp=True)
+        bus = start_bus(running, bus_config)
+        running.started(lambda: bus.flush(10.0))
+        collection = _start_collection(running, inv, bus, chosen)
+        if metrics_port:
+            platform = PlatformMetrics(PlatformMetricsConfig(), collection=collection,
+                                       registry=running.registry)
+            platform.start()
+            running.started(platform.stop)
+            start_metrics(running, metrics_port)
+        final, ran_s = watch(running, collection, None, duration, console)
     if not stderr_is_terminal():
-        console.print(_status_line(final, None, ran_s))
+        console.print(status_line(final, None, ran_s))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry
-
+from fabricops.cli.lifecycle import Running
+from fabricops.cli.preflight import StartupError, named
 from fabricops.core.actions import ActionMode, StepOp
 from fabricops.core.bus import Bus
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
@@ -28,7 +28,7 @@ from fabricops.store.store import Store, StoreConfig
 ACTUATORS = ("simulator", "gnmi")
 
 
-@dataclass
+@dataclass(frozen=True)
 class Analysis:
     """The running RCA and remediation services and the store they share."""
 
@@ -36,32 +36,31 @@ class Analysis:
     rca: RcaService
     remediation: RemediationService
 
-    def stop(self) -> None:
-        self.remediation.stop()
-        self.rca.stop()
-        self.store.stop()
 
-
-def start_analysis(bus: Bus, fabric: SimulatedFabric, db: str, *, mode: ActionMode,
-                   actuator: str = "simulator",
-                   registry: CollectorRegistry | None = None) -> Analysis:
-    """Start RCA and remediation on ``bus`` for the simulated ``fabric``."""
+def start_analysis(running: Running, bus: Bus, fabric: SimulatedFabric, db: str, *,
+                   mode: ActionMode, actuator: str = "simulator") -> Analysis:
+    """Start the store, RCA and remediation on ``bus`` for the simulated ``fabric``; each
+    is stopped with the rest of ``running``, its workers reported to its liveness."""
     if actuator not in ACTUATORS:
-        raise ValueError(f"--actuator must be one of {', '.join(ACTUATORS)}, not {actuator!r}")
+        raise StartupError(f"--actuator {actuator}: must be one of {', '.join(ACTUATORS)}")
     sim = fabric.sim
     topo = sim.fabric.topology
     placement = sim.placement()
     store = Store(StoreConfig(url=db))
-    store.start()
+    with named("--db", store.url):
+        store.start()
+    running.started(store.stop)
     rca = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store,
-                     placement, registry=registry)
+                     placement, registry=running.registry, liveness=running.liveness)
     config = RemediationConfig.model_validate({"safety": {"mode": mode.value}})
     engine = RemediationEngine(config, topo, _actuators(fabric, actuator), FabricWatch(topo),
                                placement)
     remediation = RemediationService(RemediationServiceConfig(), bus, engine, store,
-                                     registry=registry)
+                                     registry=running.registry, liveness=running.liveness)
     rca.start()
+    running.started(rca.stop)
     remediation.start()
+    running.started(remediation.stop)
     return Analysis(store, rca, remediation)
 
 

@@ -1,4 +1,4 @@
-"""The API half of ``fabricops up``: REST, /metrics and fault injection on loopback.
+"""The API half of ``fabricops up``: REST, /metrics, fault injection and alerts.
 
 Without ``--api-token`` a fresh token is made for the run and written to
 ``fabricops-data/api.token`` (mode 0600), where ``fabricops sim inject`` and
@@ -11,13 +11,14 @@ import os
 import secrets
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry
-
-from fabricops.api.alerts import AlertReceiver, AlertsConfig, load_alerts_config
+from fabricops.api.alerts import AlertDispatcher, AlertReceiver, AlertsConfig
 from fabricops.api.context import ApiConfig, ApiContext
 from fabricops.api.server import ApiServer
 from fabricops.api.sim_injector import SimFaultInjector
 from fabricops.cli.api_client import TOKEN_FILE
+from fabricops.cli.lifecycle import Running
+from fabricops.cli.preflight import named
+from fabricops.core.bus import Bus
 from fabricops.simulator.agents.service import SimulatedFabric
 from fabricops.store.store import Store
 
@@ -34,24 +35,39 @@ def api_token(given: str, token_file: Path = TOKEN_FILE) -> str:
     return token
 
 
-def alerts_config(alerts_file: Path | None, webhook: str, secret: str,
+def alerts_config(config: AlertsConfig, webhook: AlertReceiver | None,
                   external_url: str) -> AlertsConfig:
     """The receivers of ``--alerts FILE`` plus ``--webhook URL`` (named ``webhook``)."""
-    config = load_alerts_config(alerts_file) if alerts_file else AlertsConfig()
-    receivers = list(config.receivers)
-    if webhook:
-        receivers.append(AlertReceiver.model_validate(
-            {"name": "webhook", "url": webhook, "secret": secret}))
-    return config.model_copy(update={"receivers": tuple(receivers),
-                                     "external_url": config.external_url or external_url})
+    receivers = [*config.receivers, *([webhook] if webhook is not None else [])]
+    return AlertsConfig.model_validate({
+        **config.model_dump(), "receivers": [r.model_dump() for r in receivers],
+        "external_url": config.external_url or external_url})
 
 
-def start_api(store: Store, fabric: SimulatedFabric, registry: CollectorRegistry, *,
-              host: str, port: int, token: str) -> ApiServer:
-    """Serve the API for the simulated ``fabric``; return the started server."""
+def start_alerts(running: Running, config: AlertsConfig, bus: Bus,
+                 store: Store) -> AlertDispatcher:
+    """Deliver diagnoses and actions to the receivers of ``config``, from ``store``'s
+    outbox."""
+    alerts = AlertDispatcher(config, bus, store, running.registry, liveness=running.liveness)
+    alerts.start()
+    running.started(alerts.stop)
+    return alerts
+
+
+def start_api(running: Running, ctx: ApiContext, port_flag: str) -> ApiServer:
+    """Serve the API of ``ctx``; a failure to listen names ``port_flag``."""
+    server = ApiServer(ctx)
+    with named(port_flag, ctx.config.port):
+        server.start()
+    running.started(server.stop)
+    return server
+
+
+def start_fabric_api(running: Running, store: Store, fabric: SimulatedFabric, *,
+                     host: str, port: int, token: str) -> ApiServer:
+    """Serve the API for the simulated ``fabric`` on ``--api-host``/``--api-port``."""
     config = ApiConfig.model_validate({"host": host, "port": port, "token": token})
     ctx = ApiContext(config=config, store=store, topology=fabric.sim.fabric.topology,
-                     registry=registry, injector=SimFaultInjector(fabric))
-    server = ApiServer(ctx)
-    server.start()
-    return server
+                     registry=running.registry, injector=SimFaultInjector(fabric),
+                     liveness=running.liveness)
+    return start_api(running, ctx, "--api-port")

@@ -21,7 +21,8 @@ def test_up_collects_every_protocol_from_the_simulated_fabric(tmp_path: Path) ->
         "jobs: [{name: job-a, hosts: 6, compute_s: 0.0, comm_bytes_per_nic: 1.0e+15}]\n")
     db = f"sqlite:///{tmp_path / 'data' / 'fabricops.db'}"
     result = CliRunner().invoke(app, ["up", str(scenario), "--duration", "4", "--speed", "5",
-                                      "--snmp-interval", "1", "--db", db], env=ENV)
+                                      "--snmp-interval", "1", "--db", db, "--api-port", "0",
+                                      "--int-port", "0"], env=ENV)
     assert result.exit_code == 0, result.output
     line = " ".join(result.stderr.split())
     snmp = re.search(r"snmp (\d+)/(\d+) up ([\d,]+) frames", line)
@@ -73,7 +74,8 @@ def test_up_heals_a_pfc_storm_through_the_collectors_and_gnmi_set(tmp_path: Path
     db = f"sqlite:///{tmp_path / 'f.db'}"
     result = CliRunner().invoke(app, ["up", str(scenario), "--duration", "25", "--speed", "2",
                                       "--snmp-interval", "1", "--db", db, "--remediation",
-                                      "auto", "--actuator", "gnmi"], env=ENV)
+                                      "auto", "--actuator", "gnmi", "--api-port", "0",
+                                      "--int-port", "0"], env=ENV)
     assert result.exit_code == 0, result.output
     listed = CliRunner().invoke(app, ["actions", "list", "--db", db, "--json"], env=ENV)
     assert listed.exit_code == 0, listed.output
