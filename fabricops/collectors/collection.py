@@ -26,6 +26,7 @@ from fabricops.core.busio import BusFrameSink, BusIntSink
 from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.inventory import Inventory
+from fabricops.core.liveness import Liveness
 
 Protocol = Literal["snmp", "gnmi", "int"]
 PROTOCOLS: tuple[Protocol, ...] = ("snmp", "gnmi", "int")
@@ -88,7 +89,8 @@ class Collection:
     def __init__(self, inventory: Inventory, bus: Bus, *,
                  protocols: Sequence[Protocol] = PROTOCOLS, prefix: str = DEFAULT_PREFIX,
                  group: str = "fabricops-collectors",
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 liveness: Liveness | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.frame_sink = CountingFrameSink(BusFrameSink(bus, prefix))
         self.int_sink = CountingIntSink(BusIntSink(bus, prefix))
@@ -104,10 +106,10 @@ class Collection:
             host, _, port = inventory.int.listen.rpartition(":")
             self.int_receiver = IntReceiver(
                 IntReceiverConfig(bind_host=host, bind_port=int(port)), self.int_sink,
-                self.registry)
+                self.registry, liveness)
         followers: list[FollowsPolicy] = [c for c in (self.snmp, self.gnmi) if c is not None]
         self.policies = PolicyListener(bus, followers, group=group, prefix=prefix,
-                                       registry=self.registry)
+                                       registry=self.registry, liveness=liveness)
 
     def start(self) -> None:
         if self.int_receiver is not None:

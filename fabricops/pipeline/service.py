@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict
 
 from fabricops.core.bus import Bus
+from fabricops.core.liveness import Liveness
 from fabricops.core.records import Event
 from fabricops.core.topology import Topology
 from fabricops.pipeline.int_paths import IntPathBook
@@ -38,12 +39,13 @@ class PipelineService:
     """Store, worker and controller, started and stopped together (inert until ``start``)."""
 
     def __init__(self, config: PipelineServiceConfig, bus: Bus, topology: Topology | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 liveness: Liveness | None = None) -> None:
         reg = registry or CollectorRegistry()
         self.config = config
         self.store = Store(config.store, reg)
         self.worker = PipelineWorker(config.worker, bus, self.store, reg,
-                                     int_paths=IntPathBook(topology))
+                                     int_paths=IntPathBook(topology), liveness=liveness)
         self.sampling = SamplingController(config.sampling, bus, topology, reg)
         self.worker.on_batch.append(self._observe)
 

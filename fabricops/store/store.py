@@ -508,5 +508,6 @@ class Store:
 
     def _running(self, op: str) -> Engine:
         if self._engine is None:
-            raise StoreError(f"{op} on database {self.url}: the store is not started")
+            raise StoreError(f"{op} on database {self.url}: the store is not started",
+                             transient=True)
         return self._engine
