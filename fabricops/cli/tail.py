@@ -17,7 +17,8 @@ from fabricops.core.views import view
 
 def tail(
     topic: Annotated[str, typer.Argument(
-        help="Topic: telemetry.v1, int.v1, events.v1, diagnoses.v1, actions.v1, control.v1")],
+        help="Topic: telemetry.v1, int.v1, events.v1, diagnoses.v1, actions.v1, control.v1, "
+                  "deadletter.v1")],
     bootstrap: Annotated[str, typer.Option(
         "--bootstrap", "-b", envvar="FABRICOPS_BUS__BOOTSTRAP_SERVERS",
         help="Kafka bootstrap servers, host:port[,...]")] = "127.0.0.1:9092",
