@@ -130,7 +130,8 @@ def test_broker_outage_of_10_s_loses_nothing_published_meanwhile(
         bus.drain(40)
     finally:
         bus.stop()
-    assert slowest_s < 0.1, f"publish blocked {slowest_s:.3f} s during the outage"
+    # a publish that waited for the broker would take its 3 s request timeout
+    assert slowest_s < 1.0, f"publish blocked {slowest_s:.3f} s during the outage"
     assert first_after_stop is not None
 
     reader = KafkaBus(bus_config(broker.bootstrap), CollectorRegistry())
@@ -164,7 +165,7 @@ def test_unreachable_brokers_are_named_and_publish_stays_fast() -> None:
         t = time.monotonic()
         for i in range(100):
             bus.publish("fabricops.x.v1", b"k", [str(i).encode()])
-        assert time.monotonic() - t < 0.1
+        assert time.monotonic() - t < 0.4  # under one 0.5 s connect timeout; ~1 ms unloaded
         assert bus.buffered_records() <= 10
         dropped = registry.get_sample_value("fabricops_kafkabus_dropped_records_total",
                                             {"topic": "fabricops.x.v1", "reason": "buffer_full"})
@@ -190,7 +191,7 @@ def test_block_policy_raises_a_named_error_when_the_buffer_stays_full() -> None:
         t = time.monotonic()
         with pytest.raises(BusError, match=r"buffer full.*'t.v1'"):
             bus.publish("t.v1", b"k", [b"y"])
-        assert 0.04 < time.monotonic() - t < 0.5
+        assert 0.04 < time.monotonic() - t < 1.0
     finally:
         bus.stop()
 

@@ -180,9 +180,9 @@ def test_rail_optimized_rails_and_planes() -> None:
 
 
 def test_rail_optimized_16k_gpus() -> None:
-    start = time.perf_counter()
+    start = time.thread_time()  # CPU time of this thread: other processes' load does not count
     topo = rail_optimized(gpus=16384)
-    elapsed = time.perf_counter() - start
+    elapsed = time.thread_time() - start
     assert sum(1 for _ in topo.hosts()) == 2048
     assert _role_count(topo, NodeRole.LEAF) == 512
     assert _role_count(topo, NodeRole.SPINE) == 256
