@@ -5,12 +5,17 @@ The migrations live next to this module (``migrations/``). ``prepare`` is what
 know (written by a newer fabricops), and either upgrades to head or checks
 that the database is already there. Stores that start together migrate once:
 on PostgreSQL the check and the upgrade run in one transaction under an
-advisory lock; in one process (SQLite's usual case) they also hold a lock.
+advisory lock; on SQLite under an exclusive lock of a file beside the
+database (processes started together, e.g. two pipeline workers and the
+RCA on a fresh file); in one process under a thread lock as well.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -61,9 +66,24 @@ def check_known(connection: Connection) -> tuple[str, ...]:
     return current
 
 
+@contextlib.contextmanager
+def _file_lock(engine: Engine) -> Iterator[None]:
+    """Hold an exclusive lock of ``<database>.migrate-lock`` for a SQLite file."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}.migrate-lock", "a+b") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def prepare(engine: Engine, *, migrate: bool) -> None:
     """Bring the schema to head (``migrate``) or check that it is at head."""
-    with _PREPARING, engine.begin() as conn:
+    with _PREPARING, _file_lock(engine), engine.begin() as conn:
         if conn.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_ID})
         current = check_known(conn)
