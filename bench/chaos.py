@@ -279,6 +279,15 @@ def report(p: Platform, stored: Counter[Key], alive: bool, letters: list[DeadLet
         lost_s = sum(1 for k in lost if k[1] == source)
         print(f"frames ({source}): sent {n:,}  stored {got:,}  lost {lost_s:,}  "
               f"stored twice {twice:,}")
+    if lost:
+        ticks = sorted({k[2] for k in lost})
+        t0 = min(k[2] for k in p.sent)
+        print(f"  lost frames fall in {len(ticks)} ticks, {(ticks[0] - t0) / 1e9:.0f}-"
+              f"{(ticks[-1] - t0) / 1e9:.0f} s into the run, from "
+              f"{len({k[0] for k in lost})} devices")
+    dropped = {s.labels["reason"]: s.value for m in p.bus.metrics.dropped.collect()
+               for s in m.samples if s.name.endswith("_total") and s.value}
+    print(f"producer records dropped (counted): {dropped or 'none'}")
     sent_poison = sum(p.poison.values())
     by_group = Counter(d.group for d in letters if d.key == b"chaos")
     print(f"poison records sent: {sent_poison} "

@@ -64,6 +64,9 @@ class Consumer(Protocol):
     def commit(self) -> None:
         """Mark everything polled so far as done (call after the work is durable)."""
 
+    def assignment(self) -> set[tuple[str, int]]:
+        """The (topic, partition) pairs this member owns now."""
+
     def close(self) -> None: ...
 
 

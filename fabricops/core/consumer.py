@@ -15,6 +15,11 @@ goes on until ``stop`` is set. What can go wrong, and what it does:
 - **A transient failure** (an exception with a true ``transient`` attribute,
   e.g. the store's database is restarting): the same batch is handled again
   after ``recover``, nothing is skipped.
+- **The group moves partitions** (a member joined, left or died): when this
+  member gains partitions, ``recover`` is called before the next batch,
+  so a handler that keeps state per key (the pipeline's open windows) starts
+  the partitions it takes over from what their previous owner made durable,
+  never from an older copy of its own.
 - Between retries the loop waits a backoff that doubles from ``backoff_s`` up
   to ``max_backoff_s``, with jitter. An outage is logged once when it starts
   and once when it ends. If the loop has not completed a batch for
@@ -104,6 +109,7 @@ class ConsumerLoop:
         pending: list[Message] = []
         attempt = 0
         stale = False  # the handler's state must be rebuilt before the next attempt
+        owned: set[tuple[str, int]] | None = None
         while not stop.is_set():
             try:
                 if stale:
@@ -113,6 +119,10 @@ class ConsumerLoop:
                     consumer = self.bus.subscribe(self.topics, self.group)
                 if not pending:
                     pending = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
+                    now_owned = consumer.assignment()
+                    if now_owned - (owned or set()):
+                        self._recover()  # partitions gained: their state is in the store
+                    owned = now_owned
                 if pending:
                     stale = True  # until the batch is done
                     self._handle_batch(pending)
@@ -122,7 +132,7 @@ class ConsumerLoop:
                 if isinstance(exc, BusError):
                     kind = "bus"
                     _close_quietly(consumer)
-                    consumer, pending = None, []
+                    consumer, pending, owned = None, [], None
                 else:
                     kind = "transient" if is_transient(exc) else "loop"
                 self.m_failures.labels(self.name, kind).inc()
