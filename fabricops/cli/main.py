@@ -5,7 +5,7 @@ from typing import Annotated
 import typer
 
 from fabricops import __version__
-from fabricops.cli import actions, dashboards, probes, query, rca, serve, serve_sim, sim
+from fabricops.cli import actions, config, dashboards, probes, query, rca, serve, serve_sim, sim
 from fabricops.cli.common import EXIT_CODES_HELP, set_debug
 from fabricops.cli.diagnose import diagnose
 from fabricops.cli.tail import tail
@@ -28,6 +28,7 @@ app.add_typer(actions.app, name="actions")
 app.add_typer(serve.app, name="serve")
 serve.app.command("sim", epilog=EXIT_CODES_HELP)(serve_sim.serve_sim)
 app.add_typer(dashboards.app, name="dashboards")
+app.add_typer(config.app, name="config")
 
 
 def _show_version(value: bool) -> None:
