@@ -4,9 +4,11 @@ Frames reach the pipeline late after a broker outage (a producer resends its
 buffer) or reordered between partitions. A frame is a duplicate only when its
 identity, (device, source, ts_ns), is already stored; otherwise it is kept,
 whatever came before it. ``correct_windows`` takes the late frames of closed
-windows, reads each window's stored segment, and writes the window again with
-the new frames in it (one transaction per window: the old segment goes, the
-corrected one comes). Points already in the segment are left as they are.
+windows, reads what the store holds of each window (``held_frames``: its
+segment, and frames staged for it), and writes the window again with the new
+frames in it (one transaction per window: the old segment and the staged
+frames go, the corrected segment comes). Points already held are left as
+they are.
 
 Late frames are stored but never stepped through their stream: the events a
 late frame would have raised are not raised (their rates would be computed
@@ -16,7 +18,7 @@ against a newer sample).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -52,6 +54,21 @@ def frames_of_block(block: SeriesBlock, device: str, source: Source,
     return out
 
 
+def held_frames(store: Store, device: str, source: str, t0_ns: int,
+                t1_ns: int) -> dict[int, Frame]:
+    """What the store holds of one stream's window [t0_ns, t1_ns): the frames of the
+    segments that start in it and the staged frames, by ts_ns (a segment's first)."""
+    held: dict[int, Frame] = {}
+    for seg in store.segments(t0_ns=t0_ns, t1_ns=t1_ns - 1, devices=[device], source=source):
+        if t0_ns <= seg.t_start_ns < t1_ns:
+            for f in frames_of_block(decode_block(seg.payload), device, Source(source),
+                                     [seg.first_seq] * seg.n_points):
+                held.setdefault(f.ts_ns, f)
+    for f in store.staged_frames(device=device, source=source, t0_ns=t0_ns, t1_ns=t1_ns):
+        held.setdefault(f.ts_ns, f)
+    return held
+
+
 def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
                     segment_of: Callable[[str, str, list[Frame]], SegmentRecord]) -> Correction:
     """Merge ``late`` frames into their stored windows (see the module docstring)."""
@@ -62,13 +79,7 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
     done = Correction()
     for (device, source, index), frames in sorted(groups.items()):
         t0, t1 = index * window_ns, (index + 1) * window_ns
-        stored = [s for s in store.segments(t0_ns=t0, t1_ns=t1 - 1, devices=[device],
-                                            source=source)
-                  if t0 <= s.t_start_ns < t1]
-        have: dict[int, Frame] = {}
-        for seg in stored:
-            for f in frames_of_block(decode_block(seg.payload), device, Source(source)):
-                have.setdefault(f.ts_ns, f)
+        have = held_frames(store, device, source, t0, t1)
         new = {}
         for f in frames:
             if f.ts_ns in have or f.ts_ns in new:
@@ -78,12 +89,8 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
         if not new:
             continue
         merged = sorted([*have.values(), *new.values()], key=lambda f: f.ts_ns)
-        segment = segment_of(device, source, merged)
-        if stored:
-            first = min([s.first_seq for s in stored] + [f.seq for f in new.values()])
-            last = max([s.last_seq for s in stored] + [f.seq for f in new.values()])
-            segment = replace(segment, first_seq=first, last_seq=last)
-        store.rewrite_window(segment, device=device, source=source, t0_ns=t0, t1_ns=t1)
+        store.close_window([segment_of(device, source, merged)], device=device, source=source,
+                           before_ts_ns=t1, window=(t0, t1))
         done.stored += len(new)
         done.windows += 1
     return done

@@ -50,7 +50,7 @@ from fabricops.pipeline.admit import admit_samples
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
-from fabricops.pipeline.late import correct_windows
+from fabricops.pipeline.late import correct_windows, held_frames
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.worker_metrics import WorkerMetrics
 from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths, store_problem
@@ -342,11 +342,14 @@ class PipelineWorker:
         if accepted:
             self.store.stage_frames(accepted)
         for (device, source), window in closed:
-            segment = self._segment(device, source, window.frames)
+            t0 = window.index * self._kf_ns
+            frames = held_frames(self.store, device, source, t0, t0 + self._kf_ns)
+            frames.update((f.ts_ns, f) for f in window.frames)
+            segment = self._segment(device, source, list(frames.values()))
             result.segments += self.store.close_window(
-                [segment], device=device, source=source,
-                before_ts_ns=max(window.ts_ns) + 1,
-                state=self._streams[(device, source)].snapshot())
+                [segment], device=device, source=source, before_ts_ns=max(frames) + 1,
+                state=self._streams[(device, source)].snapshot(),
+                window=(t0, t0 + self._kf_ns))
         if self._late:
             late, self._late = self._late, []
             fixed = correct_windows(self.store, late, self._kf_ns, self._segment)
@@ -360,12 +363,13 @@ class PipelineWorker:
 
     def _segment(self, device: str, source: str, frames: list[Frame]) -> SegmentRecord:
         frames = sorted(frames, key=lambda f: f.ts_ns)
+        seqs = [f.seq for f in frames]
         block = block_from_frames(frames)
         bounds = gauge_bounds(block.metric)
         payload = encode_block(block, bounds)
         return SegmentRecord(
             device=device, source=source, t_start_ns=int(block.ts_ns[0]),
-            t_end_ns=int(block.ts_ns[-1]), first_seq=frames[0].seq, last_seq=frames[-1].seq,
+            t_end_ns=int(block.ts_ns[-1]), first_seq=min(seqs), last_seq=max(seqs),
             n_points=len(block.ts_ns), n_series=len(block.entity), encoding=ENCODING,
             max_error=float(bounds.max(initial=0.0)), payload=payload)
 

@@ -97,9 +97,14 @@ def crossing(records: Sequence[IntPathRecord], switch: str) -> list[IntPathRecor
     return [r for r in records if switch in path_switches(r.path)]
 
 
-def staged(dialect: str, *, device: str | None, source: str | None) -> Select[Any]:
+def staged(dialect: str, *, device: str | None, source: str | None,
+           t0_ns: int | None = None, t1_ns: int | None = None) -> Select[Any]:
     stmt = select(StagedFrameRow.device, StagedFrameRow.source, StagedFrameRow.ts_ns,
                   StagedFrameRow.frame)
+    if t0_ns is not None:
+        stmt = stmt.where(StagedFrameRow.ts_ns >= t0_ns)
+    if t1_ns is not None:
+        stmt = stmt.where(StagedFrameRow.ts_ns < t1_ns)
     if device is not None:
         stmt = stmt.where(StagedFrameRow.device == device)
     if source is not None:

@@ -73,7 +73,12 @@ def _file_lock(engine: Engine) -> Iterator[None]:
     if engine.dialect.name != "sqlite" or not database or database == ":memory:":
         yield
         return
-    with open(f"{database}.migrate-lock", "a+b") as handle:
+    try:
+        handle = open(f"{database}.migrate-lock", "a+b")  # noqa: SIM115 (held below)
+    except OSError:  # no folder for it: opening the database says so, clearly
+        yield
+        return
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

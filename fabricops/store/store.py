@@ -176,23 +176,6 @@ class Store:
         return self._put("replace_segments", SegmentRow.__tablename__, rows, SEGMENT_KEY,
                          upsert=_REPLACE)
 
-    def rewrite_window(self, segment: SegmentRecord, *, device: str, source: str,
-                       t0_ns: int, t1_ns: int) -> int:
-        """In one transaction, replace the segments of (device, source) that start in
-        [t0_ns, t1_ns) by ``segment`` (a window corrected with late frames)."""
-        row = queries.segment_row(segment)
-        drop = delete(SegmentRow).where(
-            SegmentRow.device == device, SegmentRow.source == str(source),
-            SegmentRow.t_start_ns >= t0_ns, SegmentRow.t_start_ns < t1_ns)
-
-        def work(conn: Connection) -> int:
-            conn.execute(drop)
-            return insert_rows(conn, SEGMENTS, [row], key=SEGMENT_KEY)
-
-        inserted = self._transaction("rewrite_window", work)
-        self.metrics.written(SegmentRow.__tablename__, 1, inserted)
-        return inserted
-
     def segments(self, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None = None,
                  source: str | None = None) -> list[SegmentRecord]:
         """Segments overlapping [t0_ns, t1_ns], by device, source, t_start_ns, first_seq."""
@@ -249,12 +232,13 @@ class Store:
                  "frame": f.encode()} for f in frames]
         return self._put("stage_frames", StagedFrameRow.__tablename__, rows, STAGED_KEY)
 
-    def staged_frames(self, *, device: str | None = None,
-                      source: str | None = None) -> list[Frame]:
-        """Staged frames (of ``device`` / ``source`` if given), by device, source, ts_ns.
-
-        A frame that no longer decodes is skipped, counted and logged."""
-        rows = self._query("staged_frames", partial(queries.staged, device=device, source=source))
+    def staged_frames(self, *, device: str | None = None, source: str | None = None,
+                      t0_ns: int | None = None, t1_ns: int | None = None) -> list[Frame]:
+        """Staged frames (of ``device`` / ``source``, with t0_ns <= ts_ns < t1_ns, where
+        given), by device, source, ts_ns. A frame that no longer decodes is skipped,
+        counted and logged."""
+        rows = self._query("staged_frames", partial(queries.staged, device=device, source=source,
+                                                    t0_ns=t0_ns, t1_ns=t1_ns))
         frames = []
         for row in rows:
             try:
@@ -266,20 +250,30 @@ class Store:
         return frames
 
     def close_window(self, segments: Sequence[SegmentRecord], *, device: str, source: str,
-                     before_ts_ns: int, state: bytes | None = None) -> int:
+                     before_ts_ns: int, state: bytes | None = None,
+                     window: tuple[int, int] | None = None) -> int:
         """In one transaction: drop the staged frames of (device, source) with ts_ns <
-        ``before_ts_ns``, store ``segments`` and, if given, save ``state`` as the
-        stream's checkpoint at ``before_ts_ns`` (an older one never replaces a newer
-        one). Returns segments inserted."""
+        ``before_ts_ns`` (and >= the window's start, if ``window`` is given), replace the
+        segments that start in ``window`` (if given), store ``segments`` and, if given,
+        save ``state`` as the stream's checkpoint at ``before_ts_ns`` (an older one never
+        replaces a newer one). Returns segments inserted."""
         rows = [queries.segment_row(r) for r in segments]
         unstage = delete(StagedFrameRow).where(
             StagedFrameRow.device == device, StagedFrameRow.source == str(source),
             StagedFrameRow.ts_ns < before_ts_ns)
+        replaced = None
+        if window is not None:
+            unstage = unstage.where(StagedFrameRow.ts_ns >= window[0])
+            replaced = delete(SegmentRow).where(
+                SegmentRow.device == device, SegmentRow.source == str(source),
+                SegmentRow.t_start_ns >= window[0], SegmentRow.t_start_ns < window[1])
         checkpoint = [] if state is None else [
             {"device": device, "source": str(source), "ts_ns": before_ts_ns, "state": state}]
 
         def work(conn: Connection) -> tuple[int, int]:
             deleted = conn.execute(unstage).rowcount
+            if replaced is not None:
+                conn.execute(replaced)
             inserted = insert_rows(conn, SEGMENTS, rows, key=SEGMENT_KEY)
             insert_rows(conn, STREAM_STATES, checkpoint, key=STREAM_KEY,
                         upsert=queries.CHECKPOINT_MERGE)

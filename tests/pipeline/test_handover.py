@@ -81,3 +81,34 @@ def test_members_joining_and_leaving_lose_nothing_and_store_nothing_twice(
     lost = sent - set(stored)
     assert not lost, f"{len(lost)} of {len(sent)} frames lost"
     assert max(stored.values()) == 1
+
+
+def test_a_stale_owner_closing_a_window_keeps_what_another_owner_staged_in_it(
+    tmp_path: Path,
+) -> None:
+    from fabricops.core.bus import Message
+    from fabricops.core.frame import Frame
+
+    store = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}"))
+    store.start()
+    bus = MemoryBus()
+    bus.start()
+    t0 = 1_800_000_000 * 10**9
+    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+
+    def msgs(*seconds: int) -> list[Message]:
+        return [Message(topic, 0, s, b"leaf-9", Frame.build(
+            "leaf-9", t0 + s * 10**9, "gnmi", s, ["leaf-9:eth1"], ["in_octets"],
+            [1000 * s]).encode(), 0) for s in seconds]
+
+    a = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
+    a.process(msgs(10, 20))
+    b = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
+    b.restore()  # b takes the device over and goes on
+    b.process(msgs(30, 40))
+    a.process(msgs(70))  # a, not knowing of 30 and 40, sees the window end
+    b.process(msgs(80))  # and so does b, which knows of all four
+    stored = _stored(store)
+    store.stop()
+    assert sorted((t - t0) // 10**9 for _, _, t in stored) == [10, 20, 30, 40, 70, 80]
+    assert max(stored.values()) == 1
