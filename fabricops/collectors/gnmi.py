@@ -7,13 +7,17 @@ the sink must not block for long. When a subscription fails (target
 unreachable, refused, stream dropped, no first answer within
 ``connect_timeout_s``, or silent for the stall timeout) the target is marked
 down with the error in its status and the collector resubscribes on a fresh
-channel after an exponential backoff with jitter, for ever. ``apply_policy``
+channel after an exponential backoff with jitter, capped at
+``backoff_max_s`` (5 s: a device back from an outage streams again within
+about that), for ever. A target's outage is logged once when it starts, with
+the cause, and once when it ends, with its length. ``apply_policy``
 changes a target's sample interval and resubscribes it at once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import threading
 import time
@@ -35,9 +39,11 @@ from fabricops.collectors.gnmi_config import (
 )
 from fabricops.collectors.gnmi_mapping import NotificationMapper
 from fabricops.collectors.gnmi_metrics import GnmiMetrics
+from fabricops.core.logthrottle import Outage
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 
+log = logging.getLogger(__name__)
 _REJECTED = {"INVALID_ARGUMENT", "NOT_FOUND", "UNIMPLEMENTED", "FAILED_PRECONDITION"}
 _AUTH = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
 
@@ -76,6 +82,7 @@ class _Run:
         self.last_error: str | None = None
         self.reconnects = self.frames = self.samples = self.seq = 0
         self.last_sample_ns: int | None = None
+        self.outage = Outage(log, f"gNMI target {endpoint.device} at {endpoint.address}")
 
 
 class GnmiCollector:
@@ -191,9 +198,10 @@ class GnmiCollector:
             self._metrics.reconnects.labels(run.endpoint.device).inc()
 
     def _backoff_s(self, failures: int) -> float:
+        """The wait before resubscribing: doubling, jittered, never past ``backoff_max_s``."""
         cfg = self.config
         base = min(cfg.backoff_max_s, cfg.backoff_initial_s * 2.0 ** min(failures, 30))
-        return base * (1 + cfg.backoff_jitter * self._rng.uniform(-1, 1))
+        return min(cfg.backoff_max_s, base * (1 + cfg.backoff_jitter * self._rng.uniform(-1, 1)))
 
     async def _subscription(self, run: _Run) -> bool:
         """Run one subscription until it fails; True if it delivered anything."""
@@ -268,10 +276,8 @@ class GnmiCollector:
             run.last_error = f"{device}: notification skipped: {exc}"
             return
         m.updates.labels(device).inc(mapped.updates)
-        for kind, n in (("unmapped_path", mapped.unmapped), ("bad_value", mapped.bad_values),
-                        ("no_timestamp", int(mapped.no_timestamp))):
-            if n:
-                m.errors.labels(device, kind).inc(n)
+        for kind, n in mapped.errors.items():
+            m.errors.labels(device, kind).inc(n)
         if mapped.frame is None:
             return
         try:
@@ -292,9 +298,12 @@ class GnmiCollector:
             self._metrics.up.labels(run.endpoint.device).set(int(up))
         if up:
             run.last_error = None
+            run.outage.recovered()
 
     def _fail(self, run: _Run, kind: str, message: str) -> None:
         self._mark(run, up=False)
+        if not self._closing:
+            run.outage.failed(message)
         run.last_error = message
         self._metrics.errors.labels(run.endpoint.device, kind).inc()
 

@@ -97,7 +97,8 @@ class GnmiCollectorConfig(BaseModel):
         description="Resubscribe after this long without a message (default: the larger of "
                     "10 s and 5 sample intervals)")
     backoff_initial_s: float = Field(default=0.5, gt=0)
-    backoff_max_s: float = Field(default=30.0, gt=0)
+    backoff_max_s: float = Field(default=5.0, gt=0, le=5.0,
+                                 description="Longest wait between resubscriptions")
     backoff_jitter: float = Field(default=0.2, ge=0, lt=1,
                                   description="Each delay is scaled by 1 +/- up to this")
     max_message_bytes: int = Field(default=64 << 20, ge=1 << 20)

@@ -15,7 +15,7 @@ class GnmiMetrics:
     ``errors`` kinds: ``unreachable`` (no connection), ``timeout`` (no first answer
     or a silent stream), ``stream`` (dropped), ``auth``, ``rejected`` (the target
     refused the subscription), ``config`` (unreadable TLS file), ``internal``,
-    ``target_error``, ``unmapped_path``, ``bad_value``, ``no_timestamp``,
+    ``target_error``, ``unmapped_path``, ``bad_value``, ``no_timestamp``, ``bad_timestamp``,
     ``bad_notification`` (per update or notification, skipped), ``sink``.
     """
 

@@ -4,7 +4,10 @@ Each target is walked every ``interval_s`` (or as a SamplingPolicy asks) on the
 poller's own thread and asyncio loop. At most ``max_in_flight`` walks run at once.
 A target that does not answer (after its timeout and retries) is marked down; from
 then on it is only probed, one try of one small request outside the walk budget,
-so a dead switch never holds a slot that answering switches need. The first walk,
+so a dead switch never holds a slot that answering switches need, every
+``down_probe_interval_s`` (5 s) or its interval if shorter: a switch back from
+an outage is polled again within that. An outage is logged once when it starts,
+with the cause, and once when it ends, with its length. The first walk,
 and every ``describe_every_polls``-th, also reads port names and sensor encodings
 (see :mod:`fabricops.collectors.snmp_decode`); the others read only counters,
 states and sensor values, and only the columns the device has.
@@ -18,6 +21,7 @@ Both clients are in :mod:`fabricops.collectors.snmp_transport`.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import threading
 import time
@@ -31,9 +35,12 @@ from fabricops.collectors import snmp_decode as dec
 from fabricops.collectors.snmp_metrics import SnmpMetrics
 from fabricops.collectors.snmp_transport import PollError, V2cClient, V3Client
 from fabricops.core.inventory import Inventory, SnmpCredentials
+from fabricops.core.logthrottle import Outage
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 from fabricops.core.snmp_mib import SYS_NAME, Column, Oid
+
+log = logging.getLogger(__name__)
 
 
 class SnmpTarget(BaseModel):
@@ -73,6 +80,8 @@ class SnmpPollerConfig(BaseModel):
     targets: tuple[SnmpTarget, ...] = Field(default=(), description="One per device")
     max_in_flight: int = Field(default=32, ge=1, description="Walks at once")
     max_probes_in_flight: int = Field(default=8, ge=1, description="Probes of down targets")
+    down_probe_interval_s: float = Field(
+        default=5.0, gt=0, le=3600, description="How often a down target is probed")
     max_repetitions: int = Field(default=32, ge=1, le=1000,
                                  description="GETBULK rows per column and request")
     max_varbinds_per_request: int = Field(default=512, ge=1,
@@ -125,6 +134,7 @@ class _Target:
     tracker: dec.CounterTracker = field(default_factory=dec.CounterTracker)
     lock: asyncio.Lock | None = None  # created on the poller's loop
     wake: asyncio.Event | None = None
+    outage: Outage | None = None
 
 
 class SnmpPoller:
@@ -208,7 +218,8 @@ class SnmpPoller:
         self._probes = asyncio.Semaphore(self.config.max_probes_in_flight)
         malformed = self.metrics.errors.labels("malformed_datagram").inc
         _, self._v2c = await loop.create_datagram_endpoint(
-            lambda: V2cClient(malformed), family=socket.AF_INET)
+            lambda: V2cClient(malformed, self.metrics.errors.labels("foreign_datagram").inc),
+            family=socket.AF_INET)
         for state in self._targets.values():
             state.lock, state.wake = asyncio.Lock(), asyncio.Event()
             if state.target.credentials.version == "v3":
@@ -240,7 +251,10 @@ class SnmpPoller:
         loop = asyncio.get_running_loop()
         started = loop.time() - self.interval_of(state.target.device) * (1 - phase)
         while not self._stopping:
-            due = started + self.interval_of(state.target.device)
+            interval = self.interval_of(state.target.device)
+            if state.status.up is False:
+                interval = min(interval, self.config.down_probe_interval_s)
+            due = started + interval
             if due > loop.time() and await self._woken(state, due - loop.time()):
                 continue  # the interval changed: recompute when this poll is due
             started = loop.time()
@@ -375,9 +389,18 @@ class SnmpPoller:
         s = state.status
         self._set_status(state, replace(s, up=False, polls=s.polls + 1, last_error=str(exc),
                                         consecutive_failures=s.consecutive_failures + 1))
+        if not self._stopping:
+            self._outage_of(state).failed(exc)
+
+    def _outage_of(self, state: _Target) -> Outage:
+        if state.outage is None:
+            state.outage = Outage(log, state.target.where)
+        return state.outage
 
     def _set_status(self, state: _Target, status: TargetStatus) -> None:
         state.status = status
+        if status.up and state.outage is not None:
+            state.outage.recovered()
         self.metrics.target_up.labels(status.device).set(1 if status.up else 0)
         self.metrics.targets_up.set(sum(1 for s in self._targets.values() if s.status.up))
 

@@ -52,13 +52,21 @@ class PollError(Exception):
 
 
 class V2cClient(asyncio.DatagramProtocol):
-    """SNMPv2c GETBULK over one UDP socket for every target; answers matched by id."""
+    """SNMPv2c GETBULK over one UDP socket for every target.
 
-    def __init__(self, on_malformed: Callable[[], None]) -> None:
+    An answer is taken only when its request-id is one in flight *and* it comes
+    from the address and port that request went to; any other datagram is
+    counted (``on_foreign``) and ignored, so a stray or spoofed answer never
+    stands in for a device's."""
+
+    def __init__(self, on_malformed: Callable[[], None],
+                 on_foreign: Callable[[], None] = lambda: None) -> None:
         self.transport: asyncio.DatagramTransport | None = None
-        self._pending: dict[int, asyncio.Future[dec.Response]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[dec.Response], tuple[str, int]]] = {}
         self._next_id = random.randrange(1, 1 << 30)
         self._on_malformed = on_malformed
+        self._on_foreign = on_foreign
+        self._addresses: dict[str, str] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.DatagramTransport, transport)
@@ -71,9 +79,20 @@ class V2cClient(asyncio.DatagramProtocol):
         except dec.SnmpDecodeError:
             self._on_malformed()
             return
-        future = self._pending.pop(response.request_id, None)
-        if future is not None and not future.done():
+        pending = self._pending.get(response.request_id)
+        if pending is None or tuple(addr[:2]) != pending[1]:
+            self._on_foreign()
+            return
+        future = self._pending.pop(response.request_id)[0]
+        if not future.done():
             future.set_result(response)
+
+    def _peer(self, t: SnmpTarget) -> tuple[str, int]:
+        """The (IPv4 address, port) answers of ``t`` come from (names resolved once)."""
+        address = self._addresses.get(t.host)
+        if address is None:
+            address = self._addresses[t.host] = socket.gethostbyname(t.host)
+        return address, t.port
 
     async def bulk(self, t: SnmpTarget, oids: list[Oid], non_repeaters: int, reps: int,
                    tries: int) -> list[dec.Row]:
@@ -84,9 +103,10 @@ class V2cClient(asyncio.DatagramProtocol):
             self._next_id = self._next_id % ((1 << 31) - 1) + 1
             rid = self._next_id
             future: asyncio.Future[dec.Response] = asyncio.get_running_loop().create_future()
-            self._pending[rid] = future
+            peer = self._peer(t)
+            self._pending[rid] = (future, peer)
             self.transport.sendto(
-                dec.encode_getbulk(community, rid, oids, non_repeaters, reps), (t.host, t.port))
+                dec.encode_getbulk(community, rid, oids, non_repeaters, reps), peer)
             try:
                 async with asyncio.timeout(t.timeout_s):
                     response = await future
