@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,6 +47,17 @@ def set_debug(on: bool) -> None:
     """Whether errors re-raise with their traceback (``fabricops --debug``)."""
     global _debug
     _debug = on
+    configure_logging(on)
+
+
+def configure_logging(debug: bool) -> None:
+    """Log lines on stderr as ``time level logger: message``, warnings and up (info and
+    up with ``--debug``). The Kafka client library's own lines (one per failed request
+    while a broker is away) are kept for ``--debug``: the bus logs an outage itself,
+    once when it starts and once when it ends."""
+    logging.basicConfig(level=logging.INFO if debug else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("kafka").setLevel(logging.DEBUG if debug else logging.CRITICAL)
 
 
 def debug_enabled() -> bool:

@@ -12,6 +12,9 @@ producer is rebuilt (fresh metadata, topics checked again) before it is resent;
 so brokers that are away and come back lose nothing from the buffer. Records
 the broker rejects for good (too large, invalid or forbidden topic) are dropped
 and counted. Per key, order holds unless a delivery fails and is retried.
+An outage is logged once when it starts (with the cause and the buffer's
+size) and once when it ends (with its length, the records still buffered and
+those dropped meanwhile).
 
 Topics are created on first use with the admin client (``topic_partitions``),
 falling back to the broker's auto-creation. Consumers are KafkaConsumers in a
@@ -20,6 +23,7 @@ group with auto-commit off: ``commit`` commits what was polled.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -37,8 +41,10 @@ from fabricops.core.kafkaclient import (
     TopicCreator,
     open_group_consumer,
 )
+from fabricops.core.logthrottle import Outage
 
 __all__ = ["KafkaBus", "KafkaBusConfig", "KafkaGroupConsumer"]
+log = logging.getLogger(__name__)
 
 _Record = tuple[str, bytes, bytes]  # topic, key, value
 _SEND_BATCH = 512
@@ -65,6 +71,8 @@ class KafkaBus:
         self._generation = 0  # producers built so far; a failure rebuilds the current one
         self._rebuild = False
         self._topics = TopicCreator(self.config, self._note_error)
+        self._outage = Outage(log, f"Kafka at {self.config.bootstrap_servers}")
+        self._dropped_at_start = 0.0
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -259,6 +267,10 @@ class KafkaBus:
             self.metrics.acked.labels(topic).inc()
             self._set_buffered()
             self._cond.notify_all()
+            if self._outage.down:
+                dropped = self._dropped() - self._dropped_at_start
+                self._outage.recovered(f"{self._buffered():,} records still buffered, "
+                                       f"{dropped:,.0f} dropped meanwhile")
 
     def _on_failure(self, record: _Record, generation: int, exc: BaseException) -> None:
         """Queue ``record`` again (unless rejected for good); rebuild the producer."""
@@ -298,5 +310,14 @@ class KafkaBus:
             self._note_error("producer did not close cleanly", exc)
 
     def _note_error(self, what: str, exc: BaseException) -> None:
+        """Count a producer-side failure; the first of an outage is logged, the rest not."""
         self.last_error = f"Kafka at {self.config.bootstrap_servers}: {what}: {exc!r}"
         self.metrics.errors.labels(type(exc).__name__).inc()
+        if not self._outage.down:
+            self._dropped_at_start = self._dropped()
+        self._outage.failed(f"{what}: {exc!r}; publishing into the local buffer "
+                            f"({self.config.buffer_records:,} records)")
+
+    def _dropped(self) -> float:
+        return sum(s.value for m in self.metrics.dropped.collect() for s in m.samples
+                   if s.name.endswith("_total"))

@@ -48,6 +48,9 @@ class KafkaBusConfig(BaseModel):
     max_block_ms: int = Field(default=5_000, ge=10, description="Sender wait for metadata/memory")
     connect_timeout_ms: int = Field(default=5_000, ge=100, description="Bootstrap attempt")
     retry_backoff_ms: int = Field(default=250, ge=0, description="Pause before re-sending")
+    reconnect_backoff_max_ms: int = Field(
+        default=5_000, ge=50, le=5_000,
+        description="Longest wait between reconnects to a broker (jittered by the client)")
     stop_timeout_s: float = Field(default=10.0, ge=0, description="stop() delivery budget")
     session_timeout_ms: int = Field(default=10_000, ge=1000, description="Consumer liveness")
     heartbeat_interval_ms: int = Field(default=3_000, ge=100, description="< session timeout")
@@ -78,6 +81,7 @@ class KafkaBusConfig(BaseModel):
             "request_timeout_ms": self.request_timeout_ms, "max_block_ms": self.max_block_ms,
             "bootstrap_timeout_ms": self.connect_timeout_ms,
             "retry_backoff_ms": self.retry_backoff_ms,
+            "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": self.reconnect_backoff_max_ms,
         }
 
 
@@ -163,7 +167,8 @@ def open_group_consumer(config: KafkaBusConfig, topics: Sequence[str], group: st
             request_timeout_ms=max(config.request_timeout_ms, 1000),
             bootstrap_timeout_ms=config.connect_timeout_ms,
             max_partition_fetch_bytes=config.max_request_size_bytes,
-            retry_backoff_ms=config.retry_backoff_ms)
+            retry_backoff_ms=config.retry_backoff_ms, reconnect_backoff_ms=50,
+            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms)
     except (kerr.KafkaError, OSError, ValueError) as exc:
         raise BusError(f"Kafka at {config.bootstrap_servers}: group {group!r} cannot "
                        f"subscribe to {list(topics)}: {exc!r}") from exc
