@@ -3,7 +3,8 @@
     python bench/bench_reconnect.py [--down-s 60] [--runs 3]
 
 gNMI: a simulated target streams leaf-1 at 1 s; the target stops for
-``--down-s`` and starts again on the same port; measured is the time from its
+``--down-s`` (plus a random 0-5 s, so that the return falls anywhere in the
+collectors' retry cycle) and starts again on the same port; measured is the time from its
 start to the collector's first new frame. SNMP: the poller reads leaf-0 every
 10 s through a UDP relay that drops everything for ``--down-s``; measured is
 the time from the relay answering again to the first new frame. Default
@@ -14,6 +15,7 @@ targets probed every 5 s).
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import threading
@@ -100,15 +102,17 @@ def main() -> None:
 
     def run(kind: str) -> None:
         once = gnmi_once if kind == "gnmi" else snmp_once
+        rng = random.Random(kind)
         for _ in range(args.runs):
-            results[kind].append(once(args.down_s))
+            results[kind].append(once(args.down_s + rng.uniform(0, 5)))
 
     threads = [threading.Thread(target=run, args=(k,)) for k in results]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    print(f"device down {args.down_s:g} s, then back; time to its first new frame:")
+    print(f"device down {args.down_s:g}-{args.down_s + 5:g} s, then back; time to its first "
+          "new frame:")
     for kind, times in results.items():
         print(f"  {kind:5} runs {len(times)}  median {statistics.median(times):5.2f} s  "
               f"max {max(times):5.2f} s  ({', '.join(f'{t:.2f}' for t in times)})")
