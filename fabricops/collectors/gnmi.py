@@ -7,11 +7,14 @@ the sink must not block for long. When a subscription fails (target
 unreachable, refused, stream dropped, no first answer within
 ``connect_timeout_s``, or silent for the stall timeout) the target is marked
 down with the error in its status and the collector resubscribes on a fresh
-channel after an exponential backoff with jitter, capped at
-``backoff_max_s`` (5 s: a device back from an outage streams again within
-about that), for ever. A target's outage is logged once when it starts, with
-the cause, and once when it ends, with its length. ``apply_policy``
-changes a target's sample interval and resubscribes it at once.
+channel for ever (``keep_subscribed``), after a backoff that doubles from
+``backoff_initial_s`` per failure in a row, is jittered, and never passes
+``backoff_max_s`` (at most 5 s: a device back from an outage of any length is
+subscribed again within that, and streams once it answers). A target's outage
+is logged once when it starts, with the cause, and once when it ends, with its
+length; notifications skipped and frames the sink refuses are counted and logged
+at most once per cause every 30 s, with their count. ``apply_policy`` changes a
+target's sample interval and resubscribes it at once.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import grpc
@@ -39,7 +43,8 @@ from fabricops.collectors.gnmi_config import (
 )
 from fabricops.collectors.gnmi_mapping import NotificationMapper
 from fabricops.collectors.gnmi_metrics import GnmiMetrics
-from fabricops.core.logthrottle import Outage
+from fabricops.core.backoff import Backoff
+from fabricops.core.logthrottle import Outage, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 
@@ -61,6 +66,36 @@ class GnmiTargetStatus:
     frames: int
     samples: int
     last_sample_ns: int | None
+
+
+class Attempt(Enum):
+    """How one subscription ended."""
+
+    FAILED = "failed"  # before the target answered anything
+    DROPPED = "dropped"  # after answering: the target is worth a quick retry
+    RESUBSCRIBE = "resubscribe"  # on purpose (a new sample interval): again at once
+
+
+async def keep_subscribed(subscribe: Callable[[], Awaitable[Attempt]], backoff: Backoff,
+                          rng: random.Random, *, closing: Callable[[], bool],
+                          on_retry: Callable[[], None]) -> None:
+    """Run ``subscribe`` again each time it ends, until ``closing()``.
+
+    After a failure, wait ``backoff.delay_s(n)`` for the n-th failure in a row (a
+    stream dropped after answering is a first failure again); a resubscription
+    asked for starts at once. So a target back after any outage is subscribed
+    again at most ``backoff.max_s`` after it returns, plus one attempt.
+    ``on_retry`` is called before each retry after a wait.
+    """
+    failures = 0
+    while not closing():
+        ended = await subscribe()
+        if ended is Attempt.RESUBSCRIBE:
+            failures = 0
+            continue
+        failures = 1 if ended is Attempt.DROPPED else failures + 1
+        await asyncio.sleep(backoff.delay_s(failures, rng))
+        on_retry()
 
 
 class _SubscriptionFailedError(Exception):
@@ -86,7 +121,10 @@ class _Run:
 
 
 class GnmiCollector:
-    """Subscribes to every target of ``config`` and publishes their frames to ``sink``."""
+    """Subscribes to every target of ``config`` and publishes their frames to ``sink``.
+
+    ``rng`` draws the backoff's jitter (seed it in tests).
+    """
 
     def __init__(self, config: GnmiCollectorConfig, sink: FrameSink,
                  registry: CollectorRegistry | None = None,
@@ -96,6 +134,8 @@ class GnmiCollector:
         self.registry = registry if registry is not None else CollectorRegistry()
         self._metrics = GnmiMetrics(self.registry)
         self._rng = rng or random.Random()
+        self._backoff = config.backoff
+        self._warnings = ThrottledLog(log)
         self._runs = {t.device: _Run(t) for t in config.targets}
         self._policies = PolicyBook()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -121,6 +161,7 @@ class GnmiCollector:
             loop.call_soon_threadsafe(stopped.set)
             self._thread.join(timeout=10)
         self._loop = self._thread = self._stopped = None
+        self._warnings.flush()
 
     def status(self) -> dict[str, GnmiTargetStatus]:
         return {d: GnmiTargetStatus(d, r.endpoint.address, r.up, r.interval_s, r.last_error,
@@ -186,32 +227,22 @@ class GnmiCollector:
 
     async def _follow(self, run: _Run) -> None:
         """Keep ``run`` subscribed until cancelled."""
-        failures = 0
-        while not self._closing:
-            delivered = await self._subscription(run)
-            if run.resubscribe:
-                run.resubscribe, failures = False, 0
-                continue
-            failures = 0 if delivered else failures + 1
-            await asyncio.sleep(self._backoff_s(failures))
-            run.reconnects += 1
-            self._metrics.reconnects.labels(run.endpoint.device).inc()
+        await keep_subscribed(lambda: self._subscription(run), self._backoff, self._rng,
+                              closing=lambda: self._closing, on_retry=lambda: self._retry(run))
 
-    def _backoff_s(self, failures: int) -> float:
-        """The wait before resubscribing: doubling, jittered, never past ``backoff_max_s``."""
-        cfg = self.config
-        base = min(cfg.backoff_max_s, cfg.backoff_initial_s * 2.0 ** min(failures, 30))
-        return min(cfg.backoff_max_s, base * (1 + cfg.backoff_jitter * self._rng.uniform(-1, 1)))
+    def _retry(self, run: _Run) -> None:
+        run.reconnects += 1
+        self._metrics.reconnects.labels(run.endpoint.device).inc()
 
-    async def _subscription(self, run: _Run) -> bool:
-        """Run one subscription until it fails; True if it delivered anything."""
+    async def _subscription(self, run: _Run) -> Attempt:
+        """Run one subscription until it fails or is asked to resubscribe."""
         delivered, run.resubscribe = False, False
         ep = run.endpoint
         try:
             channel = open_channel(ep, self.config.max_message_bytes)
         except OSError as exc:
             self._fail(run, "config", f"{ep.device}: {exc}")
-            return False
+            return Attempt.FAILED
         try:
             call = gnmi_pb2_grpc.gNMIStub(channel).Subscribe(metadata=call_metadata(ep),
                                                              wait_for_ready=False)
@@ -238,7 +269,9 @@ class GnmiCollector:
         finally:
             run.call = None
             await channel.close()
-        return delivered
+        if run.resubscribe:
+            return Attempt.RESUBSCRIBE
+        return Attempt.DROPPED if delivered else Attempt.FAILED
 
     async def _read(self, run: _Run, call: Any, timeout_s: float) -> Any:
         response = await self._timed(run, call.read(), timeout_s)
@@ -274,6 +307,7 @@ class GnmiCollector:
         except Exception as exc:  # a notification that cannot make a frame is skipped
             m.errors.labels(device, "bad_notification").inc()
             run.last_error = f"{device}: notification skipped: {exc}"
+            self._warnings.warning(f"gNMI {device}: notifications skipped", "%s", run.last_error)
             return
         m.updates.labels(device).inc(mapped.updates)
         for kind, n in mapped.errors.items():
@@ -285,6 +319,7 @@ class GnmiCollector:
         except Exception as exc:  # a failing sink is counted, never ends the subscription
             m.errors.labels(device, "sink").inc()
             run.last_error = f"{device}: sink refused a frame: {exc}"
+            self._warnings.warning("gNMI frames refused by the sink", "%s", run.last_error)
             return
         run.seq += 1
         run.frames += 1

@@ -11,6 +11,7 @@ import grpc
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pygnmi.spec.v080 import gnmi_pb2
 
+from fabricops.core.backoff import Backoff
 from fabricops.core.catalogue import Scope
 from fabricops.core.inventory import check_host_port
 from fabricops.core.openconfig import OPENCONFIG, PathSyntaxError, parse_path
@@ -96,11 +97,14 @@ class GnmiCollectorConfig(BaseModel):
         default=None, gt=0,
         description="Resubscribe after this long without a message (default: the larger of "
                     "10 s and 5 sample intervals)")
-    backoff_initial_s: float = Field(default=0.5, gt=0)
+    backoff_initial_s: float = Field(default=0.5, gt=0,
+                                     description="Wait after a first failure; doubles after "
+                                     "each further one")
     backoff_max_s: float = Field(default=5.0, gt=0, le=5.0,
                                  description="Longest wait between resubscriptions")
     backoff_jitter: float = Field(default=0.2, ge=0, lt=1,
-                                  description="Each delay is scaled by 1 +/- up to this")
+                                  description="Each wait is shortened by a random fraction "
+                                  "of at most this")
     max_message_bytes: int = Field(default=64 << 20, ge=1 << 20)
 
     @model_validator(mode="after")
@@ -110,7 +114,15 @@ class GnmiCollectorConfig(BaseModel):
             if t.device in seen:
                 raise ValueError(f"device {t.device!r} is listed twice")
             seen.add(t.device)
+        if self.backoff_initial_s > self.backoff_max_s:
+            raise ValueError(f"backoff_initial_s ({self.backoff_initial_s:g}) is above "
+                             f"backoff_max_s ({self.backoff_max_s:g})")
         return self
+
+    @property
+    def backoff(self) -> Backoff:
+        """The wait between a target's resubscriptions."""
+        return Backoff(self.backoff_initial_s, self.backoff_max_s, self.backoff_jitter)
 
     def stall_after_s(self, interval_s: float) -> float:
         return self.stall_timeout_s or max(10.0, 5 * interval_s)

@@ -7,14 +7,18 @@ then on it is only probed, one try of one small request outside the walk budget,
 so a dead switch never holds a slot that answering switches need, every
 ``down_probe_interval_s`` (5 s) or its interval if shorter: a switch back from
 an outage is polled again within that. An outage is logged once when it starts,
-with the cause, and once when it ends, with its length. The first walk,
-and every ``describe_every_polls``-th, also reads port names and sensor encodings
-(see :mod:`fabricops.collectors.snmp_decode`); the others read only counters,
-states and sensor values, and only the columns the device has.
+with the cause, and once when it ends, with its length; answers from elsewhere
+than asked and frames the sink refuses are counted and logged at most once per
+cause every 30 s, with their count. The first walk, and every
+``describe_every_polls``-th, also reads port names and sensor encodings (see
+:mod:`fabricops.collectors.snmp_decode`); the others read only counters, states
+and sensor values, and only the columns the device has.
 
-SNMPv2c goes through a small native client: one UDP socket for every target,
-answers matched by request-id and parsed by ``snmp_decode`` (pyasn1 decoding costs
-~80 us per varbind, the native parser ~1 us). SNMPv3 (USM) goes through pysnmp.
+SNMPv2c goes through a small native client: one UDP socket for every target, an
+answer taken only from the address and port its request went to and with that
+request's id (any other datagram is counted and ignored), parsed by
+``snmp_decode`` (pyasn1 decoding costs ~80 us per varbind, the native parser
+~1 us). SNMPv3 (USM) goes through pysnmp.
 Both clients are in :mod:`fabricops.collectors.snmp_transport`.
 """
 
@@ -25,90 +29,21 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fabricops.collectors import snmp_decode as dec
+from fabricops.collectors.snmp_config import SnmpPollerConfig, SnmpTarget, targets_from_inventory
 from fabricops.collectors.snmp_metrics import SnmpMetrics
-from fabricops.collectors.snmp_transport import PollError, V2cClient, V3Client
-from fabricops.core.inventory import Inventory, SnmpCredentials
-from fabricops.core.logthrottle import Outage
+from fabricops.collectors.snmp_transport import Peer, PollError, V2cClient, V3Client
+from fabricops.core.logthrottle import Outage, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 from fabricops.core.snmp_mib import SYS_NAME, Column, Oid
 
 log = logging.getLogger(__name__)
-
-
-class SnmpTarget(BaseModel):
-    """One switch to poll."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    device: str = Field(min_length=1, description="Device id; entities are device:ifName")
-    host: str = Field(default="127.0.0.1", description="IPv4 address or name")
-    port: int = Field(default=161, ge=1, le=65535, description="UDP port of the agent")
-    credentials: SnmpCredentials = Field(
-        default_factory=lambda: SnmpCredentials(community="public"),
-        description="v2c community, or v3 user, keys and context")
-    interval_s: float = Field(default=10.0, gt=0, le=3600, description="Unless a policy says")
-    timeout_s: float = Field(default=1.0, gt=0, le=60, description="Per request try")
-    retries: int = Field(default=1, ge=0, le=10, description="Tries after the first")
-
-    @model_validator(mode="after")
-    def _complete(self) -> SnmpTarget:
-        c = self.credentials
-        if c.version == "v2c" and not c.community:
-            raise ValueError(f"SNMP target {self.device}: v2c needs a community")
-        if c.version == "v3" and not (c.user and c.auth_key and c.priv_key):
-            raise ValueError(f"SNMP target {self.device}: v3 needs user, auth_key and priv_key")
-        return self
-
-    @property
-    def where(self) -> str:
-        return f"SNMP target {self.device} ({self.host}:{self.port})"
-
-
-class SnmpPollerConfig(BaseModel):
-    """Targets and how hard the poller may push."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    targets: tuple[SnmpTarget, ...] = Field(default=(), description="One per device")
-    max_in_flight: int = Field(default=32, ge=1, description="Walks at once")
-    max_probes_in_flight: int = Field(default=8, ge=1, description="Probes of down targets")
-    down_probe_interval_s: float = Field(
-        default=5.0, gt=0, le=3600, description="How often a down target is probed")
-    max_repetitions: int = Field(default=32, ge=1, le=1000,
-                                 description="GETBULK rows per column and request")
-    max_varbinds_per_request: int = Field(default=512, ge=1,
-                                          description="Caps rows x columns of one GETBULK")
-    describe_every_polls: int = Field(default=60, ge=1,
-                                      description="Re-read port names and sensor encodings")
-    max_rows_per_column: int = Field(default=100_000, ge=1,
-                                     description="A longer column fails the poll")
-    pfc_fallback_priority: int | None = Field(
-        default=3, ge=0, le=7, description="Priority of IEEE8021-PFC-MIB per-port totals")
-
-    @model_validator(mode="after")
-    def _unique(self) -> SnmpPollerConfig:
-        seen: set[str] = set()
-        for t in self.targets:
-            if t.device in seen:
-                raise ValueError(f"SNMP target {t.device} is listed twice")
-            seen.add(t.device)
-        return self
-
-
-def targets_from_inventory(inventory: Inventory) -> tuple[SnmpTarget, ...]:
-    """The inventory's SNMP targets with their effective intervals."""
-    return tuple(
-        SnmpTarget(device=t.device, host=t.host_port()[0], port=t.host_port()[1],
-                   credentials=t.snmp, interval_s=inventory.interval_of(t))
-        for t in inventory.by_protocol("snmp"))
 
 
 @dataclass(frozen=True)
@@ -142,12 +77,18 @@ class SnmpPoller:
 
     Inert until ``start``; ``stop`` ends the loop. ``collect_once`` polls every
     target now and waits (tools, tests). Thread-safe: ``apply_policy``, ``status``.
+    ``loop_factory`` makes the event loop the poller runs on, whose clock and
+    datagram endpoints it uses (tests pass one with a virtual clock).
     """
 
     def __init__(self, config: SnmpPollerConfig, sink: FrameSink,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None, *,
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+                 ) -> None:
         self.config = config
         self.sink = sink
+        self._loop_factory = loop_factory
+        self._warnings = ThrottledLog(log)
         self.metrics = SnmpMetrics(registry if registry is not None else CollectorRegistry())
         self._targets = {t.device: _Target(t, TargetStatus(t.device)) for t in config.targets}
         self._policies: dict[str, SamplingPolicy] = {}
@@ -163,7 +104,7 @@ class SnmpPoller:
 
     def start(self, schedule: bool = True) -> None:
         """Start the loop thread; with ``schedule``, poll every target at its interval."""
-        loop = self._loop = asyncio.new_event_loop()
+        loop = self._loop = self._loop_factory()
         self._thread = threading.Thread(target=loop.run_forever, name="snmp-poller",
                                         daemon=True)
         self._thread.start()
@@ -178,6 +119,7 @@ class SnmpPoller:
         thread.join(timeout=10)
         loop.close()
         self._loop = self._thread = None
+        self._warnings.flush()
 
     def collect_once(self, timeout_s: float = 120.0) -> dict[str, TargetStatus]:
         """Poll every target once, now and concurrently (within the limits); wait."""
@@ -216,9 +158,10 @@ class SnmpPoller:
         loop = asyncio.get_running_loop()
         self._walks = asyncio.Semaphore(self.config.max_in_flight)
         self._probes = asyncio.Semaphore(self.config.max_probes_in_flight)
-        malformed = self.metrics.errors.labels("malformed_datagram").inc
+        errors = self.metrics.errors
         _, self._v2c = await loop.create_datagram_endpoint(
-            lambda: V2cClient(malformed, self.metrics.errors.labels("foreign_datagram").inc),
+            lambda: V2cClient(errors.labels("malformed_datagram").inc, self._foreign,
+                              errors.labels("unmatched_datagram").inc),
             family=socket.AF_INET)
         for state in self._targets.values():
             state.lock, state.wake = asyncio.Lock(), asyncio.Event()
@@ -240,6 +183,12 @@ class SnmpPoller:
             self._v2c.transport.close()
         if self._v3 is not None:
             self._v3.close()
+
+    def _foreign(self, source: Peer, asked: Peer) -> None:
+        """An answer to a request in flight from elsewhere than asked: ignored, counted."""
+        self.metrics.errors.labels("foreign_datagram").inc()
+        self._warnings.warning("SNMP answers from elsewhere than asked", "SNMP answer from "
+                               "%s:%d to a request sent to %s:%d ignored", *source, *asked)
 
     def _wake(self, device: str) -> None:
         for d, state in self._targets.items():
@@ -373,6 +322,7 @@ class SnmpPoller:
             except Exception as exc:  # the sink's failure, counted; the target is fine
                 m.errors.labels("publish").inc()
                 error = f"{state.target.where}: sink refused the frame: {exc}"
+                self._warnings.warning("SNMP frames refused by the sink", "%s", error)
             m.lag.observe(max(0.0, (time.time_ns() - ts_ns) / 1e9))
         m.polls.labels("ok").inc()
         self._set_status(state, replace(state.status, up=True, polls=state.status.polls + 1,
@@ -393,8 +343,9 @@ class SnmpPoller:
             self._outage_of(state).failed(exc)
 
     def _outage_of(self, state: _Target) -> Outage:
+        """The target's outage book, on the poller's loop clock (called on the loop)."""
         if state.outage is None:
-            state.outage = Outage(log, state.target.where)
+            state.outage = Outage(log, state.target.where, asyncio.get_running_loop().time)
         return state.outage
 
     def _set_status(self, state: _Target, status: TargetStatus) -> None:

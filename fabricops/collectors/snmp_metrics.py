@@ -6,7 +6,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class SnmpMetrics:
-    """Series of the SNMP poller: target health, polls, samples, errors, lag."""
+    """Series of the SNMP poller: target health, polls, samples, errors, lag.
+
+    ``errors`` causes: ``poll`` (a poll failed other than by timeout),
+    ``malformed_row`` (a row skipped), ``publish`` (the sink refused a frame),
+    ``malformed_datagram`` (not an SNMPv2c response), ``foreign_datagram`` (a
+    request-id in flight answered from another address or port: ignored),
+    ``unmatched_datagram`` (no such request in flight: a late answer, or junk).
+    """
 
     def __init__(self, registry: CollectorRegistry) -> None:
         r, p = registry, "fabricops_snmp_"

@@ -1,8 +1,9 @@
 """Transport clients of the SNMP poller: GETBULK to one target, answer as rows.
 
 SNMPv2c goes through a small native client: one UDP socket for every target,
-answers matched by request-id and parsed by ``snmp_decode`` (pyasn1 decoding costs
-~80 us per varbind, the native parser ~1 us). SNMPv3 (USM) goes through pysnmp.
+answers matched by request-id and by the address and port asked, parsed by
+``snmp_decode`` (pyasn1 decoding costs ~80 us per varbind, the native parser
+~1 us). SNMPv3 (USM) goes through pysnmp.
 Both raise :class:`PollError` naming the target and the cause.
 """
 
@@ -32,7 +33,7 @@ from fabricops.collectors import snmp_decode as dec
 from fabricops.core.snmp_mib import Oid
 
 if TYPE_CHECKING:
-    from fabricops.collectors.snmp import SnmpTarget
+    from fabricops.collectors.snmp_config import SnmpTarget
 
 _AUTH = {"SHA": snmp_config.USM_AUTH_HMAC96_SHA, "SHA256": snmp_config.USM_AUTH_HMAC192_SHA256,
          "MD5": snmp_config.USM_AUTH_HMAC96_MD5}
@@ -41,6 +42,7 @@ _PRIV = {"AES": snmp_config.USM_PRIV_CFB128_AES, "AES256": snmp_config.USM_PRIV_
 _EXCEPTIONS = (rfc1905.NoSuchObject.tagSet, rfc1905.NoSuchInstance.tagSet,
                rfc1905.EndOfMibView.tagSet)
 _RCVBUF_BYTES = 8 << 20  # answers of many targets may arrive while one is parsed
+Peer = tuple[str, int]  # IPv4 address, UDP port
 
 
 class PollError(Exception):
@@ -55,17 +57,22 @@ class V2cClient(asyncio.DatagramProtocol):
     """SNMPv2c GETBULK over one UDP socket for every target.
 
     An answer is taken only when its request-id is one in flight *and* it comes
-    from the address and port that request went to; any other datagram is
-    counted (``on_foreign``) and ignored, so a stray or spoofed answer never
-    stands in for a device's."""
+    from the address and port that request went to, so a stray or spoofed answer
+    never stands in for a device's. Any other datagram is ignored and counted:
+    ``on_malformed`` (not an SNMPv2c response), ``on_foreign`` (a request-id in
+    flight, from another address or port: called with that source and the
+    address asked), ``on_unmatched`` (no such request in flight: a late answer to
+    a try given up, or junk)."""
 
     def __init__(self, on_malformed: Callable[[], None],
-                 on_foreign: Callable[[], None] = lambda: None) -> None:
+                 on_foreign: Callable[[Peer, Peer], None] = lambda source, asked: None,
+                 on_unmatched: Callable[[], None] = lambda: None) -> None:
         self.transport: asyncio.DatagramTransport | None = None
-        self._pending: dict[int, tuple[asyncio.Future[dec.Response], tuple[str, int]]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[dec.Response], Peer]] = {}
         self._next_id = random.randrange(1, 1 << 30)
         self._on_malformed = on_malformed
         self._on_foreign = on_foreign
+        self._on_unmatched = on_unmatched
         self._addresses: dict[str, str] = {}
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -80,14 +87,18 @@ class V2cClient(asyncio.DatagramProtocol):
             self._on_malformed()
             return
         pending = self._pending.get(response.request_id)
-        if pending is None or tuple(addr[:2]) != pending[1]:
-            self._on_foreign()
+        if pending is None:
+            self._on_unmatched()
+            return
+        source = (str(addr[0]), int(addr[1]))
+        if source != pending[1]:
+            self._on_foreign(source, pending[1])
             return
         future = self._pending.pop(response.request_id)[0]
         if not future.done():
             future.set_result(response)
 
-    def _peer(self, t: SnmpTarget) -> tuple[str, int]:
+    def _peer(self, t: SnmpTarget) -> Peer:
         """The (IPv4 address, port) answers of ``t`` come from (names resolved once)."""
         address = self._addresses.get(t.host)
         if address is None:

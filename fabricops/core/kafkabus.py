@@ -12,9 +12,16 @@ producer is rebuilt (fresh metadata, topics checked again) before it is resent;
 so brokers that are away and come back lose nothing from the buffer. Records
 the broker rejects for good (too large, invalid or forbidden topic) are dropped
 and counted. Per key, order holds unless a delivery fails and is retried.
-An outage is logged once when it starts (with the cause and the buffer's
-size) and once when it ends (with its length, the records still buffered and
-those dropped meanwhile).
+
+Between two rounds of retries the sender waits a backoff (``Backoff``): from
+``retry_backoff_ms``, doubling per round without an acknowledgement, never
+more than ``reconnect_backoff_max_ms`` (at most 5 s), shortened by a random
+fraction of at most ``reconnect_jitter``; brokers back after an outage of any
+length are sent to again within that cap. An outage is logged once when it
+starts (with the cause and the buffer's fill) and once when it ends (with its
+length, the records published, buffered at most, still buffered and dropped
+meanwhile). Records rejected for good and defects of the sender are logged at
+most once per cause every ``ThrottledLog`` interval, with their count.
 
 Topics are created on first use with the admin client (``topic_partitions``),
 falling back to the broker's auto-creation. Consumers are KafkaConsumers in a
@@ -24,6 +31,7 @@ group with auto-commit off: ``commit`` commits what was polled.
 from __future__ import annotations
 
 import logging
+import random
 import threading
 import time
 from collections import deque
@@ -33,15 +41,17 @@ import kafka.errors as kerr
 from kafka import KafkaProducer
 from prometheus_client import CollectorRegistry
 
+from fabricops.core.backoff import Backoff
 from fabricops.core.bus import BusError
 from fabricops.core.kafkaclient import (
     KafkaBusConfig,
     KafkaGroupConsumer,
     KafkaMetrics,
+    ProducerOutage,
     TopicCreator,
     open_group_consumer,
 )
-from fabricops.core.logthrottle import Outage
+from fabricops.core.logthrottle import ThrottledLog
 
 __all__ = ["KafkaBus", "KafkaBusConfig", "KafkaGroupConsumer"]
 log = logging.getLogger(__name__)
@@ -53,10 +63,14 @@ _REJECTED = (kerr.MessageSizeTooLargeError, kerr.InvalidTopicError,
 
 
 class KafkaBus:
-    """The Bus on Kafka (see the module docstring); metrics go to ``registry``."""
+    """The Bus on Kafka (see the module docstring); metrics go to ``registry``.
+
+    ``rng`` draws the backoff's jitter (seed it in tests).
+    """
 
     def __init__(self, config: KafkaBusConfig | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None,
+                 rng: random.Random | None = None) -> None:
         self.config = config or KafkaBusConfig()
         self.registry = registry if registry is not None else CollectorRegistry()
         self.metrics = KafkaMetrics(self.registry)
@@ -71,8 +85,14 @@ class KafkaBus:
         self._generation = 0  # producers built so far; a failure rebuilds the current one
         self._rebuild = False
         self._topics = TopicCreator(self.config, self._note_error)
-        self._outage = Outage(log, f"Kafka at {self.config.bootstrap_servers}")
-        self._dropped_at_start = 0.0
+        cap_s = self.config.reconnect_backoff_max_ms / 1000
+        self._backoff = Backoff(min(self.config.retry_backoff_ms / 1000, cap_s), cap_s,
+                                self.config.reconnect_jitter)
+        self._rng = rng or random.Random()
+        self._rounds = 0  # retry rounds since the last acknowledgement
+        self._stop_deadline: float | None = None
+        self._outage = ProducerOutage(log, self.config, self.metrics)
+        self._warnings = ThrottledLog(log)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -81,12 +101,13 @@ class KafkaBus:
         with self._cond:
             if self._thread is not None:
                 return
-            self._stopping = False
+            self._stopping, self._stop_deadline = False, None
             self._thread = threading.Thread(target=self._run, name="kafkabus-sender", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
-        """Deliver what is buffered within ``stop_timeout_s``; count the rest as dropped."""
+        """Deliver what is buffered within ``stop_timeout_s``; count the rest as dropped
+        (and say so in one line)."""
         with self._cond:
             thread, self._stopping = self._thread, True
             self._cond.notify_all()
@@ -94,6 +115,7 @@ class KafkaBus:
             thread.join()
         with self._cond:
             self._thread = None
+            undelivered = self._buffered()
             for topic, _, _ in (*self._retry, *self._pending):
                 self.metrics.dropped.labels(topic, "stopped").inc()
             if self._in_flight:
@@ -102,6 +124,10 @@ class KafkaBus:
             self._pending.clear()
             self._in_flight = 0
             self._set_buffered()
+        self._warnings.flush()
+        if undelivered:
+            log.warning("Kafka bus stopped with %s records undelivered (dropped); last error: %s",
+                        f"{undelivered:,}", self.last_error or "none")
 
     # -- publishing ---------------------------------------------------------------------
 
@@ -166,7 +192,9 @@ class KafkaBus:
         return len(self._pending) + len(self._retry) + self._in_flight
 
     def _set_buffered(self) -> None:
-        self.metrics.buffered.set(self._buffered())
+        n = self._buffered()
+        self.metrics.buffered.set(n)
+        self._outage.buffered(n)
 
     def _make_room(self, topic: str) -> bool:
         """Apply the full-buffer policy; True if one more record may be queued."""
@@ -197,30 +225,45 @@ class KafkaBus:
                 self._send_loop()
                 return
             except Exception as exc:
-                self._note_error("sender loop failed; restarting it", exc)
+                self.metrics.errors.labels(type(exc).__name__).inc()
+                self._warnings.error("Kafka bus sender loop failures", "Kafka bus sender loop "
+                                     "failed; restarting it: %r", exc)
                 self._rebuild = True
-                time.sleep(self.config.retry_backoff_ms / 1000)
+                self._pause()
 
     def _send_loop(self) -> None:
-        stop_deadline: float | None = None
         while True:
             batch, retrying = self._next_batch()
             if not batch:
                 break
             if retrying:
-                time.sleep(self.config.retry_backoff_ms / 1000)
+                self._pause()
             if self._rebuild:
                 self._close_producer(timeout_s=0)
             producer = self._producer or self._connect()
             sent = 0 if producer is None else self._send_all(producer, batch)
             if sent < len(batch):
                 self._requeue(batch[sent:])
-                if stop_deadline is None and self._stopping:
-                    stop_deadline = time.monotonic() + self.config.stop_timeout_s
-                if stop_deadline is not None and time.monotonic() > stop_deadline:
+                if self._stopping and self._stop_left_s() <= 0:
                     break
-                time.sleep(self.config.retry_backoff_ms / 1000)
         self._close_producer(self.config.stop_timeout_s)
+
+    def _pause(self) -> None:
+        """Wait before a round of retries: the backoff of the rounds since the last
+        acknowledgement. A stop cuts the wait short, then bounds it by the stop budget."""
+        with self._cond:
+            self._rounds += 1
+            delay_s = self._backoff.delay_s(self._rounds, self._rng)
+            if not self._stopping:
+                self._cond.wait_for(lambda: self._stopping, timeout=delay_s)
+                return
+        time.sleep(min(delay_s, self._stop_left_s()))
+
+    def _stop_left_s(self) -> float:
+        """Seconds left of ``stop_timeout_s`` once stopping, counted from the first call."""
+        if self._stop_deadline is None:
+            self._stop_deadline = time.monotonic() + self.config.stop_timeout_s
+        return max(self._stop_deadline - time.monotonic(), 0.0)
 
     def _next_batch(self) -> tuple[list[_Record], bool]:
         """Records to send (retries first), marked in flight; empty when stopping."""
@@ -265,21 +308,28 @@ class KafkaBus:
         with self._cond:
             self._in_flight -= 1
             self.metrics.acked.labels(topic).inc()
+            self._rounds = 0
             self._set_buffered()
             self._cond.notify_all()
-            if self._outage.down:
-                dropped = self._dropped() - self._dropped_at_start
-                self._outage.recovered(f"{self._buffered():,} records still buffered, "
-                                       f"{dropped:,.0f} dropped meanwhile")
+            self._outage.recovered(self._buffered())
 
     def _on_failure(self, record: _Record, generation: int, exc: BaseException) -> None:
         """Queue ``record`` again (unless rejected for good); rebuild the producer."""
         topic = record[0]
-        self._note_error(f"delivery to topic {topic!r} failed", exc)
+        rejected = isinstance(exc, _REJECTED)
+        if rejected:
+            self.last_error = (f"Kafka at {self.config.bootstrap_servers}: a record for topic "
+                               f"{topic!r} rejected: {exc!r}")
+            self.metrics.errors.labels(type(exc).__name__).inc()
+            self._warnings.warning(f"records rejected by Kafka ({type(exc).__name__})",
+                                   "Kafka at %s rejected a record for topic %r for good "
+                                   "(dropped): %r", self.config.bootstrap_servers, topic, exc)
+        else:
+            self._note_error(f"delivery to topic {topic!r} failed", exc)
         with self._cond:
             self._in_flight -= 1
             self.metrics.failed.labels(topic).inc()
-            if isinstance(exc, _REJECTED):
+            if rejected:
                 self.metrics.dropped.labels(topic, "rejected").inc()
             else:
                 self._retry.append(record)
@@ -310,14 +360,8 @@ class KafkaBus:
             self._note_error("producer did not close cleanly", exc)
 
     def _note_error(self, what: str, exc: BaseException) -> None:
-        """Count a producer-side failure; the first of an outage is logged, the rest not."""
+        """Count a failure to reach the brokers; the first of an outage is logged."""
         self.last_error = f"Kafka at {self.config.bootstrap_servers}: {what}: {exc!r}"
         self.metrics.errors.labels(type(exc).__name__).inc()
-        if not self._outage.down:
-            self._dropped_at_start = self._dropped()
-        self._outage.failed(f"{what}: {exc!r}; publishing into the local buffer "
-                            f"({self.config.buffer_records:,} records)")
-
-    def _dropped(self) -> float:
-        return sum(s.value for m in self.metrics.dropped.collect() for s in m.samples
-                   if s.name.endswith("_total"))
+        with self._cond:
+            self._outage.failed(f"{what}: {exc!r}", self._buffered())

@@ -4,11 +4,13 @@ A ``KafkaGroupConsumer`` is one KafkaConsumer in a group with auto-commit off:
 ``commit`` commits the offsets after everything ``poll`` returned, so what was
 polled and not committed is delivered again after a restart or a rebalance.
 Every failure is a BusError naming the brokers, the group, the topics and the cause.
-A ``TopicCreator`` creates topics with the admin client on first use.
+A ``TopicCreator`` creates topics with the admin client on first use. A
+``ProducerOutage`` tells the producer's outages in two log lines each.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -21,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fabricops.core.bus import BusError, Message
+from fabricops.core.logthrottle import Outage
 
 
 class KafkaBusConfig(BaseModel):
@@ -47,10 +50,17 @@ class KafkaBusConfig(BaseModel):
     request_timeout_ms: int = Field(default=10_000, ge=100, description="One broker request")
     max_block_ms: int = Field(default=5_000, ge=10, description="Sender wait for metadata/memory")
     connect_timeout_ms: int = Field(default=5_000, ge=100, description="Bootstrap attempt")
-    retry_backoff_ms: int = Field(default=250, ge=0, description="Pause before re-sending")
+    retry_backoff_ms: int = Field(
+        default=250, ge=0, description="First pause before re-sending; doubles per round of "
+        "retries without an acknowledgement")
     reconnect_backoff_max_ms: int = Field(
         default=5_000, ge=50, le=5_000,
-        description="Longest wait between reconnects to a broker (jittered by the client)")
+        description="Longest pause between rounds of retries, and between reconnects to a "
+        "broker (jittered by the client)")
+    reconnect_jitter: float = Field(
+        default=0.2, ge=0, lt=1,
+        description="Each pause between rounds of retries is shortened by a random fraction "
+        "of at most this")
     stop_timeout_s: float = Field(default=10.0, ge=0, description="stop() delivery budget")
     session_timeout_ms: int = Field(default=10_000, ge=1000, description="Consumer liveness")
     heartbeat_interval_ms: int = Field(default=3_000, ge=100, description="< session timeout")
@@ -107,6 +117,56 @@ class KafkaMetrics:
         self.lag = Gauge("fabricops_kafkabus_consumer_lag_records",
                          "High watermark minus the next offset to poll, per owned partition",
                          ["topic", "group", "partition"], registry=registry)
+
+
+def counter_total(counter: Counter) -> float:
+    """The sum of a labelled counter over all its label values."""
+    return sum(s.value for m in counter.collect() for s in m.samples
+               if s.name.endswith("_total"))
+
+
+class ProducerOutage:
+    """The brokers' outage as a KafkaBus producer sees it, in two log lines (``Outage``).
+
+    ``failed`` on every failure to reach the brokers: the first logs the cause
+    and the local buffer's fill. ``recovered`` on every acknowledgement: the first
+    after failures logs the outage's length and the records published, buffered
+    at most, still buffered and dropped meanwhile. ``buffered`` follows the
+    buffer's fill. Not thread-safe: the bus calls it under its lock.
+    """
+
+    def __init__(self, log: logging.Logger, config: KafkaBusConfig, metrics: KafkaMetrics,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._outage = Outage(log, f"Kafka at {config.bootstrap_servers}", clock)
+        self._capacity = config.buffer_records
+        self._metrics = metrics
+        self._published_before = self._dropped_before = 0.0
+        self._peak = 0
+
+    @property
+    def down(self) -> bool:
+        return self._outage.down
+
+    def failed(self, cause: str, buffered: int) -> None:
+        if not self._outage.down:
+            self._published_before = counter_total(self._metrics.published)
+            self._dropped_before = counter_total(self._metrics.dropped)
+            self._peak = buffered
+        self._outage.failed(f"{cause}; buffering locally ({buffered:,} of "
+                            f"{self._capacity:,} records held)")
+
+    def buffered(self, n: int) -> None:
+        if self._outage.down:
+            self._peak = max(self._peak, n)
+
+    def recovered(self, buffered: int) -> None:
+        if not self._outage.down:
+            return
+        published = counter_total(self._metrics.published) - self._published_before
+        dropped = counter_total(self._metrics.dropped) - self._dropped_before
+        self._outage.recovered(f"{published:,.0f} records published meanwhile, at most "
+                               f"{self._peak:,} buffered, {buffered:,} still buffered, "
+                               f"{dropped:,.0f} dropped meanwhile")
 
 
 class TopicCreator:

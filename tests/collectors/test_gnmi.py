@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import logging
 import shutil
 import socket
 import subprocess
@@ -319,20 +320,26 @@ class FlakySink(ListSink):
         super().publish_frames(frames)
 
 
-def test_a_failing_sink_is_counted_and_collection_goes_on(fabric: Fabric) -> None:
+def test_a_failing_sink_is_counted_logged_once_and_collection_goes_on(
+    fabric: Fabric, caplog: pytest.LogCaptureFixture,
+) -> None:
     sink = FlakySink()
     endpoint = GnmiEndpoint(device="leaf-0", address=fabric.target.address, sample_interval_s=1)
     collector = GnmiCollector(GnmiCollectorConfig(targets=(endpoint,)), sink,
                               registry=CollectorRegistry())
-    collector.start()
-    try:
-        _wait(lambda: len(sink.frames) >= 3)
-    finally:
-        collector.stop()
+    with caplog.at_level(logging.WARNING, logger="fabricops.collectors.gnmi"):
+        collector.start()
+        try:
+            _wait(lambda: len(sink.frames) >= 3)
+        finally:
+            collector.stop()
     refused = collector.registry.get_sample_value("fabricops_gnmi_errors_total",
                                                   {"device": "leaf-0", "kind": "sink"})
     assert refused is not None
     assert refused >= 3
+    lines = [r.getMessage() for r in caplog.records if r.name == "fabricops.collectors.gnmi"]
+    assert sum("sink refused a frame: bus away" in line for line in lines) == 1, lines
+    assert f"gNMI frames refused by the sink: {refused - 1:,.0f} more held back" in lines[-1]
     assert [f.seq for f in sink.frames] == list(range(len(sink.frames)))
     assert collector.status()["leaf-0"].reconnects == 0
 

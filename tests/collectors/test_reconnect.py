@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from prometheus_client import CollectorRegistry
+from pydantic import ValidationError
 
 from fabricops.collectors.gnmi import GnmiCollector
 from fabricops.collectors.gnmi_config import GnmiCollectorConfig, GnmiEndpoint
@@ -95,21 +96,30 @@ def _target(relay: Relay, **kw: object) -> SnmpTarget:
                       **{"timeout_s": 1.0, "retries": 0, **kw})  # type: ignore[arg-type]
 
 
-def test_an_answer_from_another_address_is_ignored_and_counted(relay: Relay) -> None:
+def test_an_answer_from_another_address_is_ignored_counted_and_logged_once(
+    relay: Relay, caplog: pytest.LogCaptureFixture,
+) -> None:
     registry = CollectorRegistry()
     poller = SnmpPoller(SnmpPollerConfig(targets=(_target(relay),)), ListSink(), registry)
     poller.start(schedule=False)
-    try:
-        relay.mode = "other"
-        spoofed = poller.collect_once()["leaf-0"]
-        relay.mode = "same"
-        real = poller.collect_once()["leaf-0"]
-    finally:
-        poller.stop()
-    assert spoofed.up is False, "the right request-id from the wrong port is not an answer"
+    with caplog.at_level(logging.WARNING, logger="fabricops.collectors.snmp"):
+        try:
+            relay.mode = "other"
+            spoofed = [poller.collect_once()["leaf-0"] for _ in range(3)]
+            relay.mode = "same"
+            real = poller.collect_once()["leaf-0"]
+        finally:
+            poller.stop()
+    assert [s.up for s in spoofed] == [False] * 3, "the right request-id from the wrong port"
     assert real.up is True
-    assert (registry.get_sample_value("fabricops_snmp_errors_total",
-                                      {"cause": "foreign_datagram"}) or 0) >= 1
+    assert registry.get_sample_value("fabricops_snmp_errors_total",
+                                     {"cause": "foreign_datagram"}) == 3
+    lines = [r.getMessage() for r in caplog.records if r.name == "fabricops.collectors.snmp"]
+    ignored = [line for line in lines if "ignored" in line]
+    assert len(ignored) == 1, lines
+    assert f"to a request sent to 127.0.0.1:{relay.port} ignored" in ignored[0]
+    assert any("SNMP answers from elsewhere than asked: 2 more held back" in line
+               for line in lines), lines
 
 
 def _wait(done: Callable[[], bool], timeout_s: float) -> float:
@@ -141,12 +151,13 @@ def test_a_switch_back_is_polled_again_long_before_its_interval(
     assert sum("back after" in line for line in lines) == 1, lines
 
 
-def test_gnmi_backoff_never_waits_past_its_cap() -> None:
-    collector = GnmiCollector(GnmiCollectorConfig(), ListSink(), registry=CollectorRegistry())
-    waits = [collector._backoff_s(n) for n in range(60) for _ in range(20)]
-    assert max(waits) <= 5.0
-    at_cap = waits[-200:]
-    assert min(at_cap) < 4.5, "jitter keeps targets that failed together from retrying in step"
+def test_the_gnmi_backoff_is_capped_at_5_s_and_jittered() -> None:
+    backoff = GnmiCollectorConfig().backoff
+    assert (backoff.initial_s, backoff.max_s, backoff.jitter) == (0.5, 5.0, 0.2)
+    with pytest.raises(ValidationError, match="less than or equal to 5"):
+        GnmiCollectorConfig(backoff_max_s=30)
+    with pytest.raises(ValidationError, match="above backoff_max_s"):
+        GnmiCollectorConfig(backoff_initial_s=2, backoff_max_s=1)
 
 
 def test_a_gnmi_target_back_after_an_outage_streams_again_and_is_logged_twice(
@@ -159,20 +170,22 @@ def test_a_gnmi_target_back_after_an_outage_streams_again_and_is_logged_twice(
 def _gnmi_outage(fabric: Fabric, caplog: pytest.LogCaptureFixture) -> None:
     endpoint = GnmiEndpoint(device="leaf-1", address=fabric.target.address, sample_interval_s=1)
     sink = ListSink()
-    collector = GnmiCollector(GnmiCollectorConfig(targets=(endpoint,), backoff_initial_s=0.2),
-                              sink, registry=CollectorRegistry())
+    config = GnmiCollectorConfig(targets=(endpoint,), backoff_initial_s=0.1, backoff_max_s=0.5)
+    collector = GnmiCollector(config, sink, registry=CollectorRegistry())
     with caplog.at_level(logging.WARNING, logger="fabricops.collectors.gnmi"):
         collector.start()
         try:
             _wait(lambda: len(sink.frames) >= 2, 30)
             fabric.target.stop()
             _wait(lambda: not collector.status()["leaf-1"].up, 30)
-            time.sleep(8.0)  # long enough for the backoff to reach its cap
+            time.sleep(3.0)  # long enough for the backoff to reach its cap
             before = len(sink.frames)
             fabric.target.start()  # same port
             _wait(lambda: len(sink.frames) > before, 30)
+            retries = collector.status()["leaf-1"].reconnects
         finally:
             collector.stop()
+    assert retries >= 3, "retried through the outage, not given up"
     lines = [r.getMessage() for r in caplog.records if r.name == "fabricops.collectors.gnmi"]
     assert sum("unavailable" in line for line in lines) == 1, lines
     assert sum("back after" in line for line in lines) == 1, lines
