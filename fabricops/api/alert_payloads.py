@@ -28,6 +28,7 @@ from urllib.parse import quote
 
 from fabricops.core.actions import Action
 from fabricops.core.records import Diagnosis
+from fabricops.core.wording import counted
 
 ALERTNAME: Final = "FabricFault"
 ALERTMANAGER_VERSION: Final = "4"
@@ -82,7 +83,7 @@ def incident_alert(d: Diagnosis) -> IncidentAlert:
     if d.affected_jobs:
         facts.append(f"jobs {', '.join(d.affected_jobs)}")
     if d.affected_hosts:
-        facts.append(f"{len(d.affected_hosts)} hosts affected")
+        facts.append(f"{counted(len(d.affected_hosts), 'host')} affected")
     if d.missing:
         facts.append(f"telemetry missing: {', '.join(d.missing)}")
     description = "; ".join(facts) + (f". Recommended: {d.action}" if d.action else "")

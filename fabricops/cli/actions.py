@@ -23,6 +23,7 @@ from rich.table import Table
 from fabricops.cli.common import fail, stdout_console, user_errors
 from fabricops.cli.query import DEFAULT_DB, AsJson, Db, opened
 from fabricops.core.actions import Action, ActionState, Step
+from fabricops.core.wording import counted
 from fabricops.remediation.decisions import DecisionError, UnknownActionError, Verb, decide
 from fabricops.store.store import ActionConflict, Store, StoreError
 
@@ -129,7 +130,8 @@ def rollback(action_id: ActionId, by: By = None, note: Note = "", db: Db = DEFAU
 
 def actions_table(found: Sequence[Action]) -> Table:
     """One row per action: what, where, how sure, when it last changed."""
-    table = Table(title=f"{len(found)} actions, newest change first", title_justify="left")
+    table = Table(title=f"{counted(len(found), 'action')}, newest change first",
+                  title_justify="left")
     for column in ("id", "state", "mode", "kind", "target", "fault type", "confidence",
                    "last change (UTC)", "diagnosis"):
         table.add_column(column, justify="right" if column == "confidence" else "left",

@@ -15,6 +15,7 @@ import typer
 from pydantic import ValidationError
 
 from fabricops.cli.common import fail, user_errors
+from fabricops.core.wording import counted
 from fabricops.dashboards import build_all, write_dashboards, write_provisioning
 from fabricops.dashboards.push import DashboardPusher, PushConfig, Pushed, PushError
 
@@ -101,4 +102,4 @@ def push(
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         raise typer.Exit(EXIT_GRAFANA) from None
     where = f"folder {config.folder!r}" if config.folder else "the General folder"
-    typer.echo(f"{len(done)} dashboards pushed to {pusher.where}, {where}")
+    typer.echo(f"{counted(len(done), 'dashboard')} pushed to {pusher.where}, {where}")

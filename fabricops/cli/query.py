@@ -15,6 +15,7 @@ from rich.table import Table
 
 from fabricops.cli.common import fail, stdout_console, user_errors
 from fabricops.core.records import EventKind
+from fabricops.core.wording import counted
 from fabricops.pipeline.query import QueryError, latest, read_series
 from fabricops.store.store import Store, StoreConfig, StoreError
 
@@ -140,7 +141,7 @@ def events(db: Db = DEFAULT_DB, last: Last = None,
     if as_json:
         typer.echo(json.dumps([e.model_dump(mode="json") for e in found]))
         return
-    table = Table(title=f"{len(found)} events")
+    table = Table(title=counted(len(found), "event"))
     for col in ("time (UTC)", "severity", "kind", "entity", "metric", "value", "detail"):
         table.add_column(col)
     for e in found:

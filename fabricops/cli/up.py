@@ -43,6 +43,7 @@ from fabricops.core.actions import ActionMode
 from fabricops.core.bus import Bus
 from fabricops.core.bus_factory import BusConfig
 from fabricops.core.inventory import Inventory, load_inventory
+from fabricops.core.wording import counted
 from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
 from fabricops.simulator.agents.service import SimulatedFabric, SimulatedFabricConfig
 from fabricops.simulator.scenario import Scenario, build_simulator
@@ -169,7 +170,7 @@ class _Stack:
     collection: Collection
 
     def diagnoses(self) -> str:
-        return f"{len(self.analysis.rca.diagnoses):,} diagnoses"
+        return counted(len(self.analysis.rca.diagnoses), "diagnosis")
 
 
 def _start_stack(running: Running, fabric: SimulatedFabric, bus_config: BusConfig, db: str,
