@@ -26,11 +26,13 @@ ApiToken = Annotated[str, typer.Option(
 
 class ApiError(RuntimeError):
     """The API could not be asked, or refused; the message names the URL and the cause.
-    ``status`` is the HTTP status (0: no answer at all)."""
+    ``status`` is the HTTP status (0: no answer at all), ``detail`` the API's own
+    words for a refusal."""
 
-    def __init__(self, message: str, status: int = 0) -> None:
+    def __init__(self, message: str, status: int = 0, detail: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.detail = detail or message
 
 
 def read_token(given: str, token_file: Path = TOKEN_FILE) -> str:
@@ -69,8 +71,9 @@ class ApiClient:
                            f"fabricops up running? point --api or FABRICOPS_API_URL at "
                            f"it)") from None
         if response.status_code >= 400:
-            raise ApiError(f"{method} {url}: HTTP {response.status_code}: "
-                           f"{_detail(response)}", response.status_code)
+            detail = _detail(response)
+            raise ApiError(f"{method} {url}: HTTP {response.status_code}: {detail}",
+                           response.status_code, detail)
         try:
             return response.json()
         except ValueError:

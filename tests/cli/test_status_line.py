@@ -42,7 +42,8 @@ def test_without_a_terminal_a_status_line_is_printed_every_interval() -> None:
     assert all("snmp 2/3 up" in line for line in lines), lines
     frames = [int(line.split("snmp 2/3 up ")[1].split(" frames")[0].replace(",", ""))
               for line in lines]
-    assert frames == sorted(frames) and frames[0] < frames[-1], "each line is a fresh status"
+    assert frames == sorted(frames)
+    assert frames[0] < frames[-1], "each line is a fresh status"
 
 
 def test_counts_take_the_number_of_their_noun() -> None:
@@ -51,4 +52,5 @@ def test_counts_take_the_number_of_their_noun() -> None:
     assert counted(0, "action") == "0 actions"
     assert counted(12_345, "frame") == "12,345 frames"
     assert counted(3, "switch") == "3 switches"
-    assert counted(1, "entry") == "1 entry" and counted(5, "entry") == "5 entries"
+    assert counted(1, "entry") == "1 entry"
+    assert counted(5, "entry") == "5 entries"
