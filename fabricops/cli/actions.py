@@ -24,6 +24,7 @@ from fabricops.cli.actions_source import Api, Db, open_source, operator_name
 from fabricops.cli.api_client import ApiToken
 from fabricops.cli.common import stdout_console
 from fabricops.cli.query import AsJson
+from fabricops.cli.tables import ALWAYS, Col, listing
 from fabricops.core.actions import Action, ActionState, Step
 from fabricops.core.wording import counted
 from fabricops.remediation.decisions import Verb
@@ -71,7 +72,7 @@ def list_actions(
         console.print(f"no actions{f' in state {state.value}' if state else ''} in "
                       f"{escape(source.where)}")
         return
-    console.print(actions_table(found))
+    console.print(actions_table(found, console.width))
 
 
 @app.command()
@@ -136,20 +137,15 @@ def rollback(action_id: ActionId, by: By = None, note: Note = "", api: Api = Non
     _print_steps(console, action.undo)
 
 
-def actions_table(found: Sequence[Action]) -> Table:
+def actions_table(found: Sequence[Action], width: int) -> Table:
     """One row per action: what, where, how sure, when it last changed."""
-    table = Table(title=f"{counted(len(found), 'action')}, newest change first",
-                  title_justify="left")
-    for column in ("id", "state", "mode", "kind", "target", "fault type", "confidence",
-                   "last change (UTC)", "diagnosis"):
-        table.add_column(column, justify="right" if column == "confidence" else "left",
-                         no_wrap=column in ("id", "last change (UTC)"))
-    for a in found:
-        state = a.state.value + (f" ({a.request} requested)" if a.request else "")
-        table.add_row(escape(a.id), state, a.mode.value, a.kind.value, escape(a.target),
-                      escape(a.fault_type), f"{a.confidence:.0%}", _when(a.ts_ns),
-                      escape(a.diagnosis_id))
-    return table
+    cols = (Col("id", ALWAYS), Col("state", ALWAYS), Col("kind", 7), Col("target", 8),
+            Col("fault type", 4), Col("sure", 3, right=True), Col("last change (UTC)", 6),
+            Col("mode", 2), Col("diagnosis", 1))
+    rows = [(a.id, a.state.value + (f" ({a.request} requested)" if a.request else ""),
+             a.kind.value, a.target, a.fault_type, f"{a.confidence:.0%}", _when(a.ts_ns),
+             a.mode.value, a.diagnosis_id) for a in found]
+    return listing(f"{counted(len(found), 'action')}, newest change first", cols, rows, width)
 
 
 def describe(console: Console, a: Action) -> None:
@@ -164,32 +160,29 @@ def describe(console: Console, a: Action) -> None:
     console.print(f"reason: {escape(a.reason) or '(none given)'}")
     console.print(f"affected hosts: {escape(', '.join(a.affected_hosts)) or 'none'}")
     console.print(f"affected jobs: {escape(', '.join(a.affected_jobs)) or 'none'}")
-    console.print(steps_table("steps", a.steps))
-    console.print(steps_table("undo steps (filled as steps are applied)", a.undo))
-    console.print(audit_table(a))
+    console.print(steps_table("steps", a.steps, console.width))
+    console.print(steps_table("undo steps (filled as steps are applied)", a.undo,
+                              console.width))
+    console.print(audit_table(a, console.width))
 
 
-def steps_table(title: str, steps: Sequence[Step]) -> Table:
+def steps_table(title: str, steps: Sequence[Step], width: int) -> Table:
     """Steps in the order they run, with their parameters."""
-    table = Table(title=f"{title}: {len(steps)}", title_justify="left")
-    for column in ("#", "operation", "target", "parameters"):
-        table.add_column(column, justify="right" if column == "#" else "left")
-    for i, step in enumerate(steps, start=1):
-        params = " ".join(f"{k}={v}" for k, v in sorted(step.params.items()))
-        table.add_row(str(i), step.op.value, escape(step.target), escape(params))
-    return table
+    cols = (Col("#", ALWAYS, right=True), Col("operation", ALWAYS), Col("target", ALWAYS),
+            Col("parameters", 5, free_text=True))
+    rows = [(str(i), step.op.value, step.target,
+             " ".join(f"{k}={v}" for k, v in sorted(step.params.items())))
+            for i, step in enumerate(steps, start=1)]
+    return listing(f"{title}: {len(steps)}", cols, rows, width)
 
 
-def audit_table(a: Action) -> Table:
+def audit_table(a: Action, width: int) -> Table:
     """Every move of the action: when, who, the state after it, and why."""
-    table = Table(title="audit trail", title_justify="left")
-    for column in ("#", "time (UTC)", "actor", "state", "note"):
-        table.add_column(column, justify="right" if column == "#" else "left",
-                         no_wrap=column == "time (UTC)")
-    for i, entry in enumerate(a.audit):
-        table.add_row(str(i), _when(entry.ts_ns), escape(entry.actor), entry.state.value,
-                      escape(entry.note))
-    return table
+    cols = (Col("#", 3, right=True), Col("time (UTC)", ALWAYS), Col("actor", ALWAYS),
+            Col("state", ALWAYS), Col("note", 5, free_text=True))
+    rows = [(str(i), _when(e.ts_ns), e.actor, e.state.value, e.note)
+            for i, e in enumerate(a.audit)]
+    return listing("audit trail", cols, rows, width)
 
 
 def _print_steps(console: Console, steps: Sequence[Step]) -> None:

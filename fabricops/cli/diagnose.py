@@ -12,10 +12,10 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from fabricops.cli.api_client import DEFAULT_API, ApiClient, ApiError, ApiUrl
 from fabricops.cli.common import EXIT_BAD_INPUT, fail, stdout_console
+from fabricops.cli.tables import ALWAYS, Col, listing
 
 #: Exit code when an incident is open.
 EXIT_INCIDENT = 1
@@ -74,13 +74,12 @@ def _incident(console: Console, i: dict[str, Any]) -> None:
     if i.get("missing"):
         console.print(f"  [yellow]telemetry missing:[/] {escape(', '.join(i['missing']))}")
     if i.get("evidence"):
-        table = Table("entity", "signal", "value", "baseline", "note", title="evidence",
-                      title_justify="left", box=None, padding=(0, 2))
-        for e in i["evidence"]:
-            base = "" if e.get("baseline") is None else f"{e['baseline']:.4g}"
-            table.add_row(escape(e["entity"]), escape(e["signal"]), f"{e['value']:.4g}", base,
-                          escape(e.get("note", "")))
-        console.print(table)
+        cols = (Col("entity", ALWAYS), Col("signal", ALWAYS), Col("value", ALWAYS, right=True),
+                Col("baseline", 4, right=True), Col("note", 3, free_text=True))
+        rows = [(e["entity"], e["signal"], f"{e['value']:.4g}",
+                 "" if e.get("baseline") is None else f"{e['baseline']:.4g}",
+                 e.get("note", "")) for e in i["evidence"]]
+        console.print(listing("evidence", cols, rows, console.width))
     console.print(f"  recommended: {escape(i.get('recommended') or '-')}")
     for a in i.get("actions", []):
         request = f", {a['request']} requested" if a.get("request") else ""

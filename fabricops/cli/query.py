@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Annotated
@@ -14,7 +14,8 @@ import typer
 from rich.table import Table
 
 from fabricops.cli.common import fail, stdout_console, user_errors
-from fabricops.core.records import EventKind
+from fabricops.cli.tables import ALWAYS, Col, listing
+from fabricops.core.records import Event, EventKind
 from fabricops.core.wording import counted
 from fabricops.pipeline.query import QueryError, latest, read_series
 from fabricops.store.store import Store, StoreConfig, StoreError
@@ -119,12 +120,11 @@ def latest_values(entities: Annotated[list[str], typer.Argument(help="Ports or N
     if as_json:
         typer.echo(json.dumps([r.__dict__ for r in rows]))
         return
-    table = Table(title="latest values")
-    for col in ("entity", "metric", "time (UTC)", "value"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(r.entity, r.metric, _when(r.ts_ns), f"{r.value:,}")
-    stdout_console().print(table)
+    console = stdout_console()
+    console.print(listing("latest values", (
+        Col("entity", ALWAYS), Col("metric", ALWAYS), Col("time (UTC)", 5),
+        Col("value", ALWAYS, right=True)),
+        [(r.entity, r.metric, _when(r.ts_ns), f"{r.value:,}") for r in rows], console.width))
 
 
 @app.command("events")
@@ -141,10 +141,15 @@ def events(db: Db = DEFAULT_DB, last: Last = None,
     if as_json:
         typer.echo(json.dumps([e.model_dump(mode="json") for e in found]))
         return
-    table = Table(title=counted(len(found), "event"))
-    for col in ("time (UTC)", "severity", "kind", "entity", "metric", "value", "detail"):
-        table.add_column(col)
-    for e in found:
-        table.add_row(_when(e.ts_ns), e.severity.value, e.kind.value, e.entity, e.metric,
-                      f"{e.value:,.6g}", e.detail)
-    stdout_console().print(table)
+    console = stdout_console()
+    console.print(events_table(found, console.width))
+
+
+def events_table(found: Sequence[Event], width: int) -> Table:
+    """One row per event, oldest first; details wrap, the rest never does."""
+    cols = (Col("time (UTC)", ALWAYS), Col("severity", 4), Col("kind", 6),
+            Col("entity", ALWAYS), Col("metric", 7), Col("value", 5, right=True),
+            Col("detail", 3, free_text=True))
+    rows = [(_when(e.ts_ns), e.severity.value, e.kind.value, e.entity, e.metric,
+             f"{e.value:,.6g}", e.detail) for e in found]
+    return listing(counted(len(found), "event"), cols, rows, width)

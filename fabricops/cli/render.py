@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fabricops.cli.tables import ALWAYS, Col, listing
 from fabricops.core.frame import Frame
 from fabricops.core.topology import Topology
 from fabricops.simulator.run import JobWindow, RunSummary
@@ -63,14 +64,10 @@ def topology_summary(console: Console, topo: Topology, title: str | None = None)
 
 def topology_links(console: Console, topo: Topology, limit: int) -> None:
     """The first ``limit`` links, one row each (end a, end b)."""
-    table = Table(title=f"First {min(limit, len(topo.links))} of {len(topo.links)} links",
-                  title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("a")
-    table.add_column("b")
-    for i, link in enumerate(topo.links[:limit]):
-        table.add_row(str(i), link.a, link.b)
-    console.print(table)
+    cols = (Col("#", 3, right=True), Col("a", ALWAYS), Col("b", ALWAYS))
+    rows = [(str(i), link.a, link.b) for i, link in enumerate(topo.links[:limit])]
+    console.print(listing(f"First {min(limit, len(topo.links))} of {len(topo.links)} links",
+                          cols, rows, console.width))
 
 
 def presets(console: Console, items: Iterable[tuple[str, str]]) -> None:
@@ -131,13 +128,12 @@ def faults(console: Console, items: Sequence[Mapping[str, Any]],
     if not items:
         console.print(f"[bold]{title}[/bold]: none")
         return
-    table = Table(title=title, title_justify="left")
-    for column in ("#", "type", "entity", "start", "end"):
-        table.add_column(column, justify="right" if column in ("#", "start", "end") else "left")
-    for i, item in enumerate(items):
-        table.add_row(str(item.get("fault_id", i)), str(item.get("type")),
-                      str(item.get("entity")), seconds(item.get("start_s")),
-                      seconds(item.get("end_s")))
+    cols = (Col("#", 3, right=True), Col("type", ALWAYS), Col("entity", ALWAYS),
+            Col("start", ALWAYS, right=True), Col("end", 5, right=True))
+    rows = [(str(item.get("fault_id", i)), str(item.get("type")), str(item.get("entity")),
+             seconds(item.get("start_s")), seconds(item.get("end_s")))
+            for i, item in enumerate(items)]
+    table = listing(title, cols, rows, console.width)
     console.print(table)
 
 
