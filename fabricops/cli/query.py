@@ -67,7 +67,8 @@ def _range(store: Store, last: str | None) -> tuple[int, int]:
 
 
 def _when(ts_ns: int) -> str:
-    return datetime.fromtimestamp(ts_ns / 1e9, UTC).isoformat(timespec="milliseconds")
+    """UTC to the millisecond, as tables show it; ``--json`` keeps nanoseconds."""
+    return datetime.fromtimestamp(ts_ns / 1e9, UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 @app.command("series")
@@ -147,9 +148,9 @@ def events(db: Db = DEFAULT_DB, last: Last = None,
 
 def events_table(found: Sequence[Event], width: int) -> Table:
     """One row per event, oldest first; details wrap, the rest never does."""
-    cols = (Col("time (UTC)", ALWAYS), Col("severity", 4), Col("kind", 6),
+    cols = (Col("time (UTC)", ALWAYS), Col("severity", 3), Col("kind", 8),
             Col("entity", ALWAYS), Col("metric", 7), Col("value", 5, right=True),
-            Col("detail", 3, free_text=True))
+            Col("detail", 4, free_text=True))
     rows = [(_when(e.ts_ns), e.severity.value, e.kind.value, e.entity, e.metric,
              f"{e.value:,.6g}", e.detail) for e in found]
     return listing(counted(len(found), "event"), cols, rows, width)

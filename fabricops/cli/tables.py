@@ -58,7 +58,8 @@ def listing(title: str, cols: Sequence[Col], rows: Sequence[Sequence[str]],
     hidden = [cols[i].header for i in range(len(cols)) if i not in shown]
     caption = f"not shown: {', '.join(hidden)} (--json has all)" if hidden else None
     table = Table(title=title, title_justify="left", caption=caption, caption_justify="left",
-                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1))
+                  box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, padding=(0, 1),
+                  min_width=min(width, max(len(title), len(caption or ""))))
     for i in shown:
         col = cols[i]
         table.add_column(col.header, justify="right" if col.right else "left",
