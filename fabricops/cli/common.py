@@ -11,20 +11,25 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from fabricops.api.alert_config import describe_validation
-from fabricops.core.bus import BusError
-from fabricops.core.inventory import InventoryError
-from fabricops.core.topology import TopologyError
-from fabricops.simulator.builders import BuilderError
-from fabricops.simulator.faults import FaultError
-from fabricops.simulator.runfile import RunFileError
-from fabricops.simulator.scenario import ScenarioError
+#: Errors that mean "your input is wrong", not "fabricops is broken": (module, class).
+#: Looked up when an error is raised, so that a command imports only what it uses.
+_USER_ERRORS = (
+    ("fabricops.simulator.scenario", "ScenarioError"), ("fabricops.core.topology",
+    "TopologyError"), ("fabricops.simulator.builders", "BuilderError"),
+    ("fabricops.simulator.runfile", "RunFileError"), ("fabricops.simulator.faults",
+    "FaultError"), ("fabricops.core.inventory", "InventoryError"),
+    ("fabricops.core.bus", "BusError"))
 
-#: Errors that mean "your input is wrong", not "fabricops is broken".
-USER_ERRORS: tuple[type[Exception], ...] = (
-    ScenarioError, TopologyError, BuilderError, RunFileError, FaultError, InventoryError,
-    BusError, ValueError, OSError,
-)
+
+def user_error_types() -> tuple[type[Exception], ...]:
+    """The exception types that mean bad input, among the modules loaded now (an
+    exception of a module not loaded cannot have been raised)."""
+    found: list[type[Exception]] = [ValueError, OSError]
+    for module, name in _USER_ERRORS:
+        loaded = sys.modules.get(module)
+        if loaded is not None:
+            found.append(getattr(loaded, name))
+    return tuple(found)
 
 #: Exit code of an unexpected failure (a bug); ``fabricops --debug`` shows its traceback.
 EXIT_INTERNAL = 1
@@ -82,8 +87,8 @@ def user_errors() -> Iterator[None]:
     ``--debug`` it propagates with its traceback)."""
     try:
         yield
-    except USER_ERRORS as exc:
-        if debug_enabled():
+    except Exception as exc:
+        if not isinstance(exc, user_error_types()) or debug_enabled():
             raise
         raise fail(error_message(exc)) from None
 
@@ -91,6 +96,7 @@ def user_errors() -> Iterator[None]:
 def error_message(exc: BaseException) -> str:
     """The cause ``exc`` states, for an ``error:`` line (OSError: file and reason)."""
     if isinstance(exc, ValidationError):
+        from fabricops.api.alert_config import describe_validation
         return describe_validation(exc)
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""

@@ -7,7 +7,7 @@ and the stack of what it has started. However the command ends, everything
 started is stopped, newest first, so no thread, server or socket is left
 behind, and the exit code says how it ended (``EXIT_CODES_HELP``):
 
-* a start-up error (``STARTUP_ERRORS``) prints one ``error:`` line naming the
+* a start-up error (``startup_errors()``) prints one ``error:`` line naming the
   flag or file and exits 2;
 * a worker that gave up prints ``error: worker <name> stopped: <reason>`` and
   exits 3;
@@ -37,7 +37,7 @@ from fabricops.cli.common import (
     error_message,
     say_error,
 )
-from fabricops.cli.preflight import STARTUP_ERRORS
+from fabricops.cli.preflight import startup_errors
 from fabricops.core.liveness import Liveness, WorkerState
 
 #: How often the wait loop looks at the clock, signals and the status line, s.
@@ -149,7 +149,7 @@ def _outcome(exc: BaseException) -> typer.Exit | None:
         return typer.Exit(EXIT_INTERRUPTED)
     if not isinstance(exc, Exception) or debug_enabled():
         return None
-    if isinstance(exc, STARTUP_ERRORS):
+    if isinstance(exc, startup_errors()):
         say_error(error_message(exc))
         return typer.Exit(EXIT_BAD_INPUT)
     say_error(f"{_described(exc)} (fabricops --debug shows the traceback)")

@@ -1,34 +1,89 @@
-"""The root ``fabricops`` command; each command group is added from its own module."""
+"""The root ``fabricops`` command.
 
-from typing import Annotated
+Each command lives in its own module, imported only when that command runs:
+``fabricops --help`` and ``fabricops <command> --help`` load nothing else, so
+they answer at once. ``COMMANDS`` names where each command is and what it does
+in one line (the root's help shows these lines).
+"""
+
+from importlib import import_module
+from typing import Annotated, Any
 
 import typer
+from typer import _click as click  # the Click that this Typer is built on
+from typer.core import TyperCommand, TyperGroup
 
 from fabricops import __version__
-from fabricops.cli import actions, config, dashboards, probes, query, rca, serve, serve_sim, sim
-from fabricops.cli.common import EXIT_CODES_HELP, set_debug
-from fabricops.cli.diagnose import diagnose
-from fabricops.cli.tail import tail
-from fabricops.cli.up import collect, up
 
-app = typer.Typer(
-    name="fabricops",
-    no_args_is_help=True,
-    rich_markup_mode="rich",
-)
-app.command(epilog=EXIT_CODES_HELP)(up)
-app.command(epilog=EXIT_CODES_HELP)(collect)
-app.command()(tail)
-app.command()(diagnose)
-app.add_typer(sim.app, name="sim")
-app.add_typer(probes.app, name="probes")
-app.add_typer(query.app, name="query")
-app.add_typer(rca.app, name="rca")
-app.add_typer(actions.app, name="actions")
-app.add_typer(serve.app, name="serve")
-serve.app.command("sim", epilog=EXIT_CODES_HELP)(serve_sim.serve_sim)
-app.add_typer(dashboards.app, name="dashboards")
-app.add_typer(config.app, name="config")
+#: name -> (module, attribute, one line for the root's help, whether it runs the stack)
+COMMANDS: dict[str, tuple[str, str, str, bool]] = {
+    "up": ("fabricops.cli.up", "up",
+           "Run everything on a simulated fabric (the embedded default).", True),
+    "collect": ("fabricops.cli.up", "collect",
+                "Collect from the devices of an inventory and publish on the bus.", True),
+    "tail": ("fabricops.cli.tail", "tail", "Print the records of a bus topic as JSON.", False),
+    "diagnose": ("fabricops.cli.diagnose", "diagnose",
+                 "What is wrong now, where, how sure, and what was done.", False),
+    "sim": ("fabricops.cli.sim", "app",
+            "Simulate a fabric: topologies, scenarios, faults, run files.", False),
+    "probes": ("fabricops.cli.probes", "app",
+               "Plan INT probe flows that cover every link at low cost.", False),
+    "query": ("fabricops.cli.query", "app",
+              "Read stored series, latest values and key events.", False),
+    "rca": ("fabricops.cli.rca", "app",
+            "Train and evaluate the root-cause model on simulated faults.", False),
+    "actions": ("fabricops.cli.actions", "app",
+                "Remediation actions: list, show, approve, reject, roll back.", False),
+    "serve": ("fabricops.cli.serve", "app",
+              "Run one component per process against Kafka and PostgreSQL.", False),
+    "dashboards": ("fabricops.cli.dashboards", "app",
+                   "Build Grafana dashboards as code, or push them to Grafana.", False),
+    "config": ("fabricops.cli.config", "app",
+               "Plan and render the RoCE configuration of a fabric.", False),
+}
+
+
+def load_command(name: str) -> click.Command:
+    """The click command ``name`` of ``COMMANDS``, importing its module now."""
+    module, attribute, _, runs_stack = COMMANDS[name]
+    target = getattr(import_module(module), attribute)
+    if isinstance(target, typer.Typer):
+        group: click.Command = typer.main.get_group(target)
+        group.name = name
+        return group
+    from fabricops.cli.common import EXIT_CODES_HELP
+    single = typer.Typer(rich_markup_mode="rich")
+    single.command(name, epilog=EXIT_CODES_HELP if runs_stack else None)(target)
+    command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class _Root(TyperGroup):
+    """Lists commands from ``COMMANDS`` and loads one only to run it or show its help."""
+
+    _listing = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        if self._listing:
+            return TyperCommand(cmd_name, short_help=COMMANDS[cmd_name][2],
+                                help=COMMANDS[cmd_name][2])
+        return load_command(cmd_name)
+
+    def format_help(self, ctx: click.Context, formatter: Any) -> None:
+        self._listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+
+app = typer.Typer(name="fabricops", cls=_Root, no_args_is_help=True, rich_markup_mode="rich")
 
 
 def _show_version(value: bool) -> None:
@@ -61,6 +116,7 @@ def root(
 
         fabricops sim run --preset demo -o demo.run.gz
     """
+    from fabricops.cli.common import set_debug
     set_debug(debug)
 
 

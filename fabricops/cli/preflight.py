@@ -28,7 +28,7 @@ from fabricops.api.alert_config import (
     load_alerts_config,
 )
 from fabricops.api.server import ApiServerError
-from fabricops.cli.common import USER_ERRORS, error_message
+from fabricops.cli.common import error_message, user_error_types
 from fabricops.core.inventory import check_host_port
 from fabricops.store.database import DatabaseUrlError, display_url, parse_url
 from fabricops.store.store import StoreError
@@ -41,9 +41,9 @@ class StartupError(ValueError):
     """A flag or file a command cannot start with; the message names it and the cause."""
 
 
-#: What a command's start-up may raise that says the input or the host is at fault.
-STARTUP_ERRORS: tuple[type[Exception], ...] = (
-    StartupError, *USER_ERRORS, StoreError, ApiServerError)
+def startup_errors() -> tuple[type[Exception], ...]:
+    """What a command's start-up may raise that says the input or the host is at fault."""
+    return (StartupError, *user_error_types(), StoreError, ApiServerError)
 
 
 def checked_db(url: str, flag: str = "--db") -> str:
@@ -151,7 +151,7 @@ def named(flag: str, value: object) -> Iterator[None]:
         yield
     except StartupError:
         raise
-    except STARTUP_ERRORS as exc:
+    except startup_errors() as exc:
         cause = error_message(exc)
         shown = f"{value}: "
         if shown in cause:

@@ -34,6 +34,7 @@ from fabricops.cli.serve_common import (
     start_bus,
     start_metrics,
 )
+from fabricops.cli.serve_sim import serve_sim
 from fabricops.cli.up_api import start_alerts, start_api
 from fabricops.core.actions import ActionMode, StepOp
 from fabricops.core.inventory import load_inventory
@@ -266,3 +267,6 @@ def api_cmd(
         if alerts is not None and bus_config is not None:
             start_alerts(running, alerts, start_bus(running, bus_config), store)
         serve_until_stopped(running, duration)
+
+
+app.command("sim", epilog=EXIT_CODES_HELP)(serve_sim)
