@@ -15,48 +15,55 @@ from typer.core import TyperCommand, TyperGroup
 
 from fabricops import __version__
 
-#: name -> (module, attribute, one line for the root's help, whether it runs the stack)
-COMMANDS: dict[str, tuple[str, str, str, bool]] = {
+#: The epilog of the commands that run until stopped: what their exit codes mean.
+EXIT_CODES = "fabricops.cli.common:EXIT_CODES_HELP"
+
+#: name -> (module, attribute, one line for the root's help, "module:name" of its epilog)
+COMMANDS: dict[str, tuple[str, str, str, str | None]] = {
     "up": ("fabricops.cli.up", "up",
-           "Run everything on a simulated fabric (the embedded default).", True),
+           "Run everything on a simulated fabric (the embedded default).", EXIT_CODES),
     "collect": ("fabricops.cli.up", "collect",
-                "Collect from the devices of an inventory and publish on the bus.", True),
-    "tail": ("fabricops.cli.tail", "tail", "Print the records of a bus topic as JSON.", False),
+                "Collect from the devices of an inventory and publish on the bus.", EXIT_CODES),
+    "tail": ("fabricops.cli.tail", "tail", "Print the records of a bus topic as JSON.", None),
     "diagnose": ("fabricops.cli.diagnose", "diagnose",
-                 "What is wrong now, where, how sure, and what was done.", False),
+                 "What is wrong now, where, how sure, and what was done.", None),
     "sim": ("fabricops.cli.sim", "app",
-            "Simulate a fabric: topologies, scenarios, faults, run files.", False),
+            "Simulate a fabric: topologies, scenarios, faults, run files.", None),
     "probes": ("fabricops.cli.probes", "app",
-               "Plan INT probe flows that cover every link at low cost.", False),
+               "Plan INT probe flows that cover every link at low cost.", None),
     "query": ("fabricops.cli.query", "app",
-              "Read stored series, latest values and key events.", False),
+              "Read stored series, latest values and key events.", None),
     "rca": ("fabricops.cli.rca", "app",
-            "Train and evaluate the root-cause model on simulated faults.", False),
+            "Train and evaluate the root-cause model on simulated faults.", None),
     "actions": ("fabricops.cli.actions", "app",
-                "Remediation actions: list, show, approve, reject, roll back.", False),
+                "Remediation actions: list, show, approve, reject, roll back.", None),
     "serve": ("fabricops.cli.serve", "app",
-              "Run one component per process against Kafka and PostgreSQL.", False),
+              "Run one component per process against Kafka and PostgreSQL.", None),
     "dashboards": ("fabricops.cli.dashboards", "app",
-                   "Build Grafana dashboards as code, or push them to Grafana.", False),
+                   "Build Grafana dashboards as code, or push them to Grafana.", None),
     "config": ("fabricops.cli.config", "app",
-               "Plan and render the RoCE configuration of a fabric.", False),
+               "Plan and render the RoCE configuration of a fabric.", None),
 }
 
 
 def load_command(name: str) -> click.Command:
     """The click command ``name`` of ``COMMANDS``, importing its module now."""
-    module, attribute, _, runs_stack = COMMANDS[name]
+    module, attribute, _, epilog = COMMANDS[name]
     target = getattr(import_module(module), attribute)
     if isinstance(target, typer.Typer):
         group: click.Command = typer.main.get_group(target)
         group.name = name
         return group
-    from fabricops.cli.common import EXIT_CODES_HELP
     single = typer.Typer(rich_markup_mode="rich")
-    single.command(name, epilog=EXIT_CODES_HELP if runs_stack else None)(target)
+    single.command(name, epilog=_text(epilog) if epilog else None)(target)
     command = typer.main.get_command(single)
     command.name = name
     return command
+
+
+def _text(where: str) -> str:
+    module, _, attribute = where.partition(":")
+    return str(getattr(import_module(module), attribute))
 
 
 class _Root(TyperGroup):
