@@ -22,8 +22,7 @@ from rich.table import Table
 
 from fabricops.cli.actions_source import Api, Db, open_source, operator_name
 from fabricops.cli.api_client import ApiToken
-from fabricops.cli.common import stdout_console
-from fabricops.cli.query import AsJson
+from fabricops.cli.common import AsJson, stdout_console
 from fabricops.cli.tables import ALWAYS, Col, listing
 from fabricops.core.actions import Action, ActionState, Step
 from fabricops.core.wording import counted

@@ -6,6 +6,7 @@ import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Annotated
 
 import typer
 from pydantic import ValidationError
@@ -30,6 +31,9 @@ def user_error_types() -> tuple[type[Exception], ...]:
         if loaded is not None:
             found.append(getattr(loaded, name))
     return tuple(found)
+
+#: The option of every listing command that prints JSON for scripts instead of a table.
+AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 
 #: Exit code of an unexpected failure (a bug); ``fabricops --debug`` shows its traceback.
 EXIT_INTERNAL = 1

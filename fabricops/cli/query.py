@@ -13,7 +13,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from fabricops.cli.common import fail, stdout_console, user_errors
+from fabricops.cli.common import AsJson, fail, stdout_console, user_errors
 from fabricops.cli.tables import ALWAYS, Col, listing
 from fabricops.core.records import Event, EventKind
 from fabricops.core.wording import counted
@@ -30,7 +30,6 @@ Db = Annotated[str, typer.Option(
     help="Store URL: sqlite:///PATH or postgresql://USER@HOST/DB")]
 Last = Annotated[str | None, typer.Option(
     "--last", help="Only the last DURATION before the newest data: 90s, 10m, 2h")]
-AsJson = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table")]
 DEFAULT_DB = "sqlite:///fabricops-data/fabricops.db"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 

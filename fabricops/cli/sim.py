@@ -19,6 +19,7 @@ from rich.progress import (
 
 from fabricops.cli import render, sim_inject, sim_topology
 from fabricops.cli.common import (
+    AsJson,
     stderr_console,
     stderr_is_terminal,
     stdout_console,
@@ -62,7 +63,7 @@ def preset_descriptions() -> list[tuple[str, str]]:
 
 
 @app.command("presets")
-def presets_cmd() -> None:
+def presets_cmd(as_json: AsJson = False) -> None:
     """List the scenarios shipped with fabricops, with what each one shows.
 
     Example, then run one of them:
@@ -72,6 +73,9 @@ def presets_cmd() -> None:
     """
     with user_errors():
         items = preset_descriptions()
+    if as_json:
+        typer.echo(json.dumps([{"preset": name, "description": text} for name, text in items]))
+        return
     render.presets(stdout_console(), items)
 
 

@@ -1,13 +1,14 @@
 """``fabricops sim topology``: build fabric topologies and check topology files."""
 
 import inspect
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from fabricops.cli import render
-from fabricops.cli.common import parse_assignments, stdout_console, user_errors
+from fabricops.cli.common import AsJson, parse_assignments, stdout_console, user_errors
 from fabricops.core.topology import load_topology, save_topology
 from fabricops.simulator.builders import BUILDERS, build
 
@@ -77,6 +78,7 @@ def show_cmd(
     links: Annotated[
         int, typer.Option("--links", "-l", min=0, help="Also list the first N links.")
     ] = 0,
+    as_json: AsJson = False,
 ) -> None:
     """Validate a topology file and print what is in it.
 
@@ -90,6 +92,11 @@ def show_cmd(
     """
     with user_errors():
         topo = load_topology(file)
+    if as_json:
+        typer.echo(json.dumps({"name": topo.name, "kind": topo.kind, "params": topo.params,
+                               "counts": topo.summary(),
+                               "links": [[link.a, link.b] for link in topo.links[:links]]}))
+        return
     console = stdout_console()
     render.topology_summary(console, topo)
     if links:

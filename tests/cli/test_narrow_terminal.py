@@ -4,7 +4,9 @@ and what was hidden is named."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -79,3 +81,19 @@ def test_a_listing_hides_the_least_useful_columns_first(width: int) -> None:
     by_use = ["note", "what", "when"]  # the order they go in, least useful first
     assert hidden in [set(by_use[:k]) for k in range(len(by_use) + 1)], hidden
     assert (width >= 120) == (not hidden)
+
+
+def as_json(*args: str) -> Any:
+    result = CliRunner().invoke(app, [*args, "--json"], env=NARROW)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_listing_commands_speak_json_for_scripts(tmp_path: Path) -> None:
+    presets = as_json("sim", "presets")
+    assert {"preset", "description"} <= set(presets[0])
+    topology = tmp_path / "t.json"
+    narrow("sim", "topology", "build", "fat_tree", "--set", "k=4", "-o", str(topology))
+    shown = as_json("sim", "topology", "show", str(topology), "-l", "3")
+    assert shown["counts"]["links"] == 48
+    assert len(shown["links"]) == 3
