@@ -6,8 +6,11 @@ import typer
 
 from fabricops import __version__
 from fabricops.cli import actions, config, dashboards, probes, query, rca, serve, serve_sim, sim
+from fabricops.cli.agent import agent
 from fabricops.cli.common import EXIT_CODES_HELP, set_debug
 from fabricops.cli.diagnose import diagnose
+from fabricops.cli.discover import EPILOG as DISCOVER_EPILOG
+from fabricops.cli.discover import discover
 from fabricops.cli.tail import tail
 from fabricops.cli.up import collect, up
 
@@ -20,6 +23,8 @@ app.command(epilog=EXIT_CODES_HELP)(up)
 app.command(epilog=EXIT_CODES_HELP)(collect)
 app.command()(tail)
 app.command()(diagnose)
+app.command(epilog=DISCOVER_EPILOG)(discover)
+app.command(epilog=EXIT_CODES_HELP)(agent)
 app.add_typer(sim.app, name="sim")
 app.add_typer(probes.app, name="probes")
 app.add_typer(query.app, name="query")
