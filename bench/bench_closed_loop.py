@@ -22,7 +22,7 @@ import time
 from fabricops.core.actions import ActionMode
 from fabricops.core.faults import FaultType
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
-from fabricops.remediation.closedloop import fault_for, run_loop
+from fabricops.evaluation.closedloop import fault_for, run_loop
 from fabricops.remediation.engine import RemediationConfig
 from fabricops.remediation.safety import SafetyConfig
 

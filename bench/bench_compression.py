@@ -1,34 +1,50 @@
-"""Bytes per sample of the kf1 keyframe codec against raw, zstd and Gorilla, one core.
+"""Bytes per sample of the keyframe codec (kf2, and the previous kf1) against raw, zstd
+and Gorilla, on two datasets in one run, one core, CPU time (``time.process_time``).
 
-Reference dataset: the ``demo`` scenario (512-GPU leaf-spine, one training job on
-56 of its 64 servers) run for ``--minutes`` at 1 s ticks with every metric the
-simulator emits (23 per host port, 18 per switch port), and one fault mid-run:
-gray loss (0.1 %) on a leaf-spine link from half-way for a sixth of the run.
-Frames are grouped per (device, source) into 60 s windows, one block each, and
-processed window by window. Per block:
+Datasets (each cut into one block per device and ``--window`` polls, as the
+pipeline stores them):
+
+* ``noisy``: :mod:`noisy_telemetry` (bursty on/off collectives, heavy-tailed
+  bursts, idle ports, sensor noise and resolution, resets and wraps at 2**32
+  and 2**64, rare state changes): 8 leaves x 13 ports x 19 metrics = 1,976
+  series x ``--noisy-points`` polls, seed ``--seed``;
+* ``simulated``: the ``demo`` scenario of the simulator (512-GPU leaf-spine, one
+  training job) for ``--minutes`` at 1 s ticks with every metric it emits, and
+  gray loss (0.1 %) on a leaf-spine link from half-way for a sixth of the run;
+  blocks of 60 s.
+
+Per block:
 
 1. raw: 16 B a sample (8 B timestamp + 8 B value);
-2. zstd (same level) of the block's raw columns: timestamps, then each series;
-3. Gorilla (PyPI ``gorillacompression``, pure Python) on a random sample of the
-   series (``--gorilla-sample``): timestamp/value pairs, timestamps in seconds,
-   counters as float64 (not exact above 2**53);
-4. kf1 with ``gauge_bounds`` defaults; encode and decode timed, every block
-   decoded and compared: counters and states bit for bit, gauges against the bound.
+2. zstd-3 (``--level``) of the block's raw columns: timestamps, then each series;
+3. Gorilla (PyPI ``gorillacompression``, the timestamp delta-of-delta and float
+   XOR coding of the Gorilla paper, pure Python) on a random share of the series
+   (``--gorilla-sample``): timestamps in seconds, counters as float64;
+4. kf1 (format version 1, bit packing) and kf2 (version 2, entropy coding, the
+   default), both with ``gauge_bounds`` defaults: every block decoded and
+   compared: counters and states bit for bit, gauges against their bound.
 
-    python bench/bench_compression.py [--minutes 60] [--gorilla-sample 0.02]
+    python bench/bench_compression.py [--window 60] [--noisy-points 3600] [--minutes 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import zstandard
 from gorillacompression import PairsEncoder
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from noisy_telemetry import METRICS, Shape, noisy_blocks
 
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
@@ -39,55 +55,58 @@ from fabricops.pipeline.keyframe import (
     encode_block,
     gauge_bounds,
 )
-from fabricops.simulator.engine import Simulator
 from fabricops.simulator.scenario import build_simulator, load_preset
 
-WINDOW_S = 60
+SIM_WINDOW_S = 60
 FAULT_LINK = "leaf-3:eth56~spine-5:eth16"
-TARGET_BYTES, TARGET_VS_GORILLA, TARGET_DECODE = 0.3, 4.0, 10e6
+TARGET_BYTES, TARGET_RATIO, TARGET_DECODE = 0.5, 5.0, 20e6
+CODECS = ("zstd", "kf1", "kf2")
 
 
 @dataclass
 class Tally:
-    """Totals over every block of the run."""
+    """Totals over every block of one dataset."""
 
     blocks: int = 0
     samples: int = 0
-    kf1_bytes: int = 0
-    zstd_bytes: int = 0
+    size: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    encode_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    decode_s: dict[str, float] = field(default_factory=lambda: defaultdict(float))
     gorilla_bytes: int = 0
     gorilla_samples: int = 0
-    gorilla_series: int = 0
-    encode_s: float = 0.0
-    decode_s: float = 0.0
     exact_samples: int = 0
-    exact_failures: int = 0
-    gauge_err: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    exact_failures: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    gauge_err: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
     gauge_bound: dict[int, float] = field(default_factory=dict)
 
 
-def make_simulator(minutes: float) -> tuple[Simulator, int, str]:
+def simulated_blocks(minutes: float) -> Iterator[SeriesBlock]:
     duration = round(minutes * 60)
     start, length = duration // 2, max(1, duration // 6)
     fault = {"type": "gray_loss", "entity": FAULT_LINK, "start_s": start,
              "duration_s": length, "params": {"loss_rate": 1e-3}}
     scenario = load_preset("demo").model_copy(
         update={"duration_s": float(duration), "faults": [fault]})
-    what = f"gray_loss on {FAULT_LINK} from {start} s for {length} s"
-    return build_simulator(scenario), duration, what
+    sim = build_simulator(scenario)
+    for begin in range(0, duration, SIM_WINDOW_S):
+        groups: dict[tuple[str, str], list[Frame]] = defaultdict(list)
+        for _ in range(min(SIM_WINDOW_S, duration - begin)):
+            sim.step()
+            for f in sim.frames():
+                groups[(f.device, str(f.source))].append(f)
+        yield from (block_from_frames(frames) for frames in groups.values())
 
 
-def window_frames(sim: Simulator, ticks: int) -> dict[tuple[str, str], list[Frame]]:
-    groups: dict[tuple[str, str], list[Frame]] = defaultdict(list)
-    for _ in range(ticks):
-        sim.step()
-        for f in sim.frames():
-            groups[(f.device, str(f.source))].append(f)
-    return groups
-
-
-def zstd_raw(block: SeriesBlock, cctx: zstandard.ZstdCompressor) -> int:
-    return len(cctx.compress(block.ts_ns.tobytes() + block.raw.tobytes()))
+def timed(t: Tally, codec: str, encode: Callable[[], bytes],
+          decode: Callable[[bytes], object]) -> tuple[bytes, object]:
+    started = time.process_time()
+    payload = encode()
+    t.encode_s[codec] += time.process_time() - started
+    started = time.process_time()
+    decoded = decode(payload)
+    t.decode_s[codec] += time.process_time() - started
+    t.size[codec] += len(payload)
+    return payload, decoded
 
 
 def gorilla_sample(block: SeriesBlock, rng: np.random.Generator, share: float,
@@ -102,102 +121,114 @@ def gorilla_sample(block: SeriesBlock, rng: np.random.Generator, share: float,
                     values.tolist(), strict=True)
         t.gorilla_bytes += len(PairsEncoder.encode_all(pairs)["encoded"])
         t.gorilla_samples += int(keep.sum())
-        t.gorilla_series += 1
 
 
-def check(block: SeriesBlock, decoded: SeriesBlock, bounds: np.ndarray, t: Tally) -> None:
+def check(codec: str, block: SeriesBlock, decoded: SeriesBlock, bounds: np.ndarray,
+          t: Tally) -> None:
     gauge = CATALOGUE.is_float[block.metric]
     same = (np.array_equal(decoded.ts_ns, block.ts_ns) and decoded.entity == block.entity
             and np.array_equal(decoded.present, block.present)
             and np.array_equal(decoded.raw[~gauge], block.raw[~gauge]))
-    t.exact_samples += int(block.present[~gauge].sum())
-    t.exact_failures += 0 if same else 1
+    t.exact_failures[codec] += 0 if same else 1
     for row in np.flatnonzero(gauge).tolist():
         keep = block.present[row]
         want, got = block.raw[row][keep].view(np.float64), decoded.raw[row][keep].view(np.float64)
         finite = np.isfinite(want)
         if not np.array_equal(want[~finite], got[~finite], equal_nan=True):
-            t.exact_failures += 1
+            t.exact_failures[codec] += 1
         mid = int(block.metric[row])
         err = float(np.abs(got[finite] - want[finite]).max(initial=0.0))
-        t.gauge_err[mid] = max(t.gauge_err[mid], err)
+        t.gauge_err[(codec, mid)] = max(t.gauge_err[(codec, mid)], err)
         t.gauge_bound[mid] = float(bounds[row])
 
 
-def measure_block(block: SeriesBlock, level: int, cctx: zstandard.ZstdCompressor,
-                  rng: np.random.Generator, share: float, t: Tally) -> None:
+def measure(block: SeriesBlock, level: int, rng: np.random.Generator, share: float,
+            t: Tally) -> None:
     bounds = gauge_bounds(block.metric)
-    started = time.perf_counter()
-    payload = encode_block(block, bounds, level=level)
-    t.encode_s += time.perf_counter() - started
-    started = time.perf_counter()
-    decoded = decode_block(payload)
-    t.decode_s += time.perf_counter() - started
+    cctx, dctx = zstandard.ZstdCompressor(level=level), zstandard.ZstdDecompressor()
+    timed(t, "zstd", lambda: cctx.compress(block.ts_ns.tobytes() + block.raw.tobytes()),
+          dctx.decompress)
+    for codec, version in (("kf1", 1), ("kf2", 2)):
+        def encode(v: int = version) -> bytes:
+            return encode_block(block, bounds, level=level, version=v)
+        _, decoded = timed(t, codec, encode, decode_block)
+        assert isinstance(decoded, SeriesBlock)
+        check(codec, block, decoded, bounds, t)
     t.blocks += 1
     t.samples += int(block.present.sum())
-    t.kf1_bytes += len(payload)
-    t.zstd_bytes += zstd_raw(block, cctx)
+    gauge = CATALOGUE.is_float[block.metric]
+    t.exact_samples += int(block.present[~gauge].sum())
     gorilla_sample(block, rng, share, t)
-    check(block, decoded, bounds, t)
 
 
-def run(minutes: float, share: float, level: int, seed: int) -> tuple[Tally, str]:
-    sim, duration, fault = make_simulator(minutes)
-    t, rng = Tally(), np.random.default_rng(seed)
-    cctx = zstandard.ZstdCompressor(level=level)
-    for start in range(0, duration, WINDOW_S):
-        for frames in window_frames(sim, min(WINDOW_S, duration - start)).values():
-            measure_block(block_from_frames(frames), level, cctx, rng, share, t)
-    return t, fault
-
-
-def report(t: Tally, minutes: float, share: float, level: int, fault: str) -> None:
+def report(name: str, what: str, t: Tally, level: int) -> None:
     per = {"raw (8 B timestamp + 8 B value)": 16.0,
-           f"zstd-{level} on raw columns per block": t.zstd_bytes / t.samples,
-           "Gorilla (sample, see below)": t.gorilla_bytes / max(t.gorilla_samples, 1),
-           "fabricops kf1": t.kf1_bytes / t.samples}
-    kf1 = per["fabricops kf1"]
-    print(f"dataset: 512-GPU leaf-spine, {minutes:g} min at 1 s, {fault}")
-    print(f"blocks: {t.blocks:,} (one per device and {WINDOW_S} s window), "
-          f"samples: {t.samples:,} (every metric the simulator emits: 18 per switch port, "
-          "23 per host port; no INT hop metrics)")
-    for name, value in per.items():
-        print(f"  {name:38s} {value:8.4f} B/sample  ({value * t.samples / 1e6:10.1f} MB)")
-    print(f"  Gorilla sample: {share:.1%} of series ({t.gorilla_series:,} series-windows, "
-          f"{t.gorilla_samples:,} samples); timestamps in s; counters as float64, "
-          "inexact above 2**53")
-    print("  zstd and Gorilla sizes leave out entity names and metric ids; kf1 includes them")
-    ratios = {k.split(" (")[0]: v / kf1 for k, v in per.items() if k != "fabricops kf1"}
-    print("kf1 is " + ", ".join(f"{r:,.1f}x smaller than {k}" for k, r in ratios.items()))
-    enc, dec = t.samples / t.encode_s, t.samples / t.decode_s
-    print(f"speed, one core: encode {enc / 1e6:.2f} M samples/s, decode {dec / 1e6:.2f} "
-          f"M samples/s (all {t.blocks:,} blocks)")
-    for mid in sorted(t.gauge_err):
-        bound, err = t.gauge_bound[mid], t.gauge_err[mid]
-        print(f"  gauge {CATALOGUE.by_id(mid).name:24s} bound {bound:<8g} max |error| "
-              f"{err:<12.7g} within bound: {'yes' if err <= bound else 'NO'}")
-    print(f"counters and states bit-exact, NaN/inf exact: "
-          f"{'yes' if t.exact_failures == 0 else f'NO ({t.exact_failures} failures)'} "
-          f"({t.exact_samples:,} exact samples compared)")
-    gorilla = ratios["Gorilla"]
-    for name, ok in ((f"<= {TARGET_BYTES} B/sample", kf1 <= TARGET_BYTES),
-                     (f">= {TARGET_VS_GORILLA:g}x smaller than Gorilla",
-                      gorilla >= TARGET_VS_GORILLA),
-                     (f"decode >= {TARGET_DECODE / 1e6:g} M samples/s", dec >= TARGET_DECODE)):
-        print(f"target {name}: {'met' if ok else 'NOT met'}")
+           f"zstd-{level} on raw columns per block": t.size["zstd"] / t.samples,
+           "Gorilla (sample of series)": t.gorilla_bytes / max(t.gorilla_samples, 1),
+           "kf1 (previous codec)": t.size["kf1"] / t.samples,
+           "kf2 (new codec)": t.size["kf2"] / t.samples}
+    print(f"\n== {name}: {what}")
+    print(f"blocks: {t.blocks:,}, samples: {t.samples:,} (Gorilla on {t.gorilla_samples:,})")
+    for label, value in per.items():
+        print(f"  {label:40s} {value:8.4f} B/sample")
+    kf2 = per["kf2 (new codec)"]
+    base = {k.split(" (")[0].split(" on")[0]: v for k, v in per.items() if "kf2" not in k}
+    print("kf2 is " + ", ".join(f"{v / kf2:,.1f}x smaller than {k}" for k, v in base.items()))
+    print("speed, one core, M samples per CPU-second (time.process_time):")
+    for codec in CODECS:
+        print(f"  {codec:5s} encode {t.samples / t.encode_s[codec] / 1e6:7.2f}   decode "
+              f"{t.samples / t.decode_s[codec] / 1e6:7.2f}")
+    for mid in sorted(t.gauge_bound):
+        bound = t.gauge_bound[mid]
+        errs = {c: t.gauge_err[(c, mid)] for c in ("kf1", "kf2")}
+        ok = all(e <= bound for e in errs.values())
+        print(f"  gauge {CATALOGUE.by_id(mid).name:22s} bound {bound:<7g} max |error| kf1 "
+              f"{errs['kf1']:<11.6g} kf2 {errs['kf2']:<11.6g} within: {'yes' if ok else 'NO'}")
+    for codec in ("kf1", "kf2"):
+        bad = t.exact_failures[codec]
+        print(f"  {codec} counters and states exact (and NaN/inf gauges): "
+              f"{'yes' if bad == 0 else f'NO ({bad} blocks)'} ({t.exact_samples:,} samples)")
+    dec = t.samples / t.decode_s["kf2"]
+    for label, ok in ((f"<= {TARGET_BYTES} B/sample", kf2 <= TARGET_BYTES),
+                      (f">= {TARGET_RATIO:g}x smaller than zstd-{level}",
+                       base[f"zstd-{level}"] / kf2 >= TARGET_RATIO),
+                      (f">= {TARGET_RATIO:g}x smaller than Gorilla",
+                       base["Gorilla"] / kf2 >= TARGET_RATIO),
+                      (f"decode >= {TARGET_DECODE / 1e6:g} M samples per CPU-second",
+                       dec >= TARGET_DECODE)):
+        print(f"  target {label}: {'met' if ok else 'NOT met'}")
+
+
+def run(blocks: Iterator[SeriesBlock], level: int, share: float, seed: int) -> Tally:
+    t, rng = Tally(), np.random.default_rng(seed)
+    for block in blocks:
+        measure(block, level, rng, share, t)
+    return t
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=60.0)
+    parser.add_argument("--window", type=int, default=60, help="noisy: polls per block")
+    parser.add_argument("--noisy-points", type=int, default=3600)
+    parser.add_argument("--minutes", type=float, default=10.0, help="simulated run length")
     parser.add_argument("--gorilla-sample", type=float, default=0.02)
-    parser.add_argument("--level", type=int, default=3, help="zstd level (kf1 and baseline)")
-    parser.add_argument("--seed", type=int, default=1, help="of the Gorilla sample")
+    parser.add_argument("--level", type=int, default=3, help="zstd level (baseline and kf)")
+    parser.add_argument("--seed", type=int, default=1, help="noisy data and Gorilla sample")
+    parser.add_argument("--only", choices=("noisy", "simulated"), default=None)
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
-    t, fault = run(args.minutes, args.gorilla_sample, args.level, args.seed)
-    report(t, args.minutes, args.gorilla_sample, args.level, fault)
+    if args.only != "simulated":
+        shape = Shape(points=args.noisy_points)
+        blocks = (b for _, b in noisy_blocks(args.seed, shape, args.window))
+        t = run(blocks, args.level, args.gorilla_sample, args.seed)
+        series = shape.devices * shape.ports * len(METRICS)
+        report("noisy", f"noisy_telemetry seed {args.seed}, {series:,} series x "
+               f"{shape.points:,} polls, blocks of {args.window} polls", t, args.level)
+    if args.only != "noisy":
+        t = run(simulated_blocks(args.minutes), args.level, args.gorilla_sample, args.seed)
+        report("simulated", f"demo scenario, {args.minutes:g} min at 1 s, gray loss on "
+               f"{FAULT_LINK}, blocks of {SIM_WINDOW_S} s", t, args.level)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ def train(
 
     Example: [bold]fabricops rca train --scenarios 400 --out rca-model.bin[/bold]
     """
-    from fabricops.rca.training import train as fit
+    from fabricops.evaluation.training import train as fit
 
     with user_errors():
         started = time.perf_counter()
@@ -113,7 +113,7 @@ def evaluate(
     Every scenario goes simulator -> bus -> RCA; the RCA sees telemetry only.
     Example: [bold]fabricops rca eval --scenarios 300[/bold]
     """
-    from fabricops.rca.evaluate import run, summary
+    from fabricops.evaluation.evaluate import run, summary
 
     with user_errors():
         try:

@@ -39,6 +39,7 @@ from fabricops.cli.up_api import api_token as make_token
 from fabricops.cli.up_status import status_line, watch
 from fabricops.collectors.collection import PROTOCOLS, Collection
 from fabricops.collectors.collection import Protocol as CollectedProtocol
+from fabricops.collectors.gnmi_explain import render_explain
 from fabricops.core.actions import ActionMode
 from fabricops.core.bus import Bus
 from fabricops.core.bus_factory import BusConfig
@@ -236,6 +237,9 @@ def collect(
     bus_kind: BusKind = "kafka",
     bootstrap: Bootstrap = "127.0.0.1:9092",
     metrics_port: MetricsPort = 0,
+    explain: Annotated[bool, typer.Option(
+        "--explain", help="At the end, print per gNMI target its profile and what its leaf "
+        "updates became: mapped, deliberately unsupported, unmapped paths")] = False,
 ) -> None:
     """Collect from the devices of an inventory and publish on the bus.
 
@@ -271,3 +275,5 @@ def collect(
         final, ran_s = watch(running, collection, None, duration, console)
     if not stderr_is_terminal():
         console.print(status_line(final, None, ran_s))
+    if explain and collection.gnmi is not None:
+        print(render_explain(collection.gnmi.explain()), end="")

@@ -20,7 +20,7 @@ from fabricops.remediation.actuator import Actuator, Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.gnmi_actuator import GnmiSetActuator
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
-from fabricops.remediation.sim_actuator import SimulatorActuator
+from fabricops.evaluation.sim_actuator import SimulatorActuator
 from fabricops.remediation.watch import FabricWatch
 from fabricops.simulator.agents.service import SimulatedFabric
 from fabricops.store.store import Store, StoreConfig

@@ -74,13 +74,8 @@ class CollectionStatus:
 
 def gnmi_endpoints(inventory: Inventory) -> tuple[GnmiEndpoint, ...]:
     """The inventory's gNMI targets with their effective intervals."""
-    return tuple(
-        GnmiEndpoint(device=t.device, address=t.address, target=t.gnmi.target,
-                     sample_interval_s=inventory.interval_of(t), insecure=t.gnmi.insecure,
-                     ca_file=t.gnmi.ca_file, cert_file=t.gnmi.cert_file,
-                     key_file=t.gnmi.key_file, username=t.gnmi.username,
-                     password=t.gnmi.password)
-        for t in inventory.by_protocol("gnmi"))
+    return tuple(GnmiEndpoint.from_target(t, inventory.interval_of(t))
+                 for t in inventory.by_protocol("gnmi"))
 
 
 class Collection:

@@ -15,6 +15,12 @@ is logged once when it starts, with the cause, and once when it ends, with its
 length; notifications skipped and frames the sink refuses are counted and logged
 at most once per cause every 30 s, with their count. ``apply_policy`` changes a
 target's sample interval and resubscribes it at once.
+
+A target is up while its subscription answers and its leaves map to metrics
+with its dialect profile: one whose leaves all fail to map is down, with the
+reason in its status (:class:`fabricops.collectors.gnmi_explain.TargetBook`).
+``sync_response`` marks the initial state complete (``synced``). ``explain()``
+says per target what its leaves became (``fabricops collect --explain``).
 """
 
 from __future__ import annotations
@@ -24,9 +30,8 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import grpc
@@ -41,9 +46,11 @@ from fabricops.collectors.gnmi_config import (
     open_channel,
     subscribe_request,
 )
+from fabricops.collectors.gnmi_explain import TargetBook, TargetExplain
 from fabricops.collectors.gnmi_mapping import NotificationMapper
 from fabricops.collectors.gnmi_metrics import GnmiMetrics
-from fabricops.core.backoff import Backoff
+from fabricops.collectors.gnmi_resubscribe import Attempt, keep_subscribed
+from fabricops.collectors.gnmi_tls import ServerCertificate, fetch_server_certificate
 from fabricops.core.logthrottle import Outage, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
@@ -66,36 +73,10 @@ class GnmiTargetStatus:
     frames: int
     samples: int
     last_sample_ns: int | None
-
-
-class Attempt(Enum):
-    """How one subscription ended."""
-
-    FAILED = "failed"  # before the target answered anything
-    DROPPED = "dropped"  # after answering: the target is worth a quick retry
-    RESUBSCRIBE = "resubscribe"  # on purpose (a new sample interval): again at once
-
-
-async def keep_subscribed(subscribe: Callable[[], Awaitable[Attempt]], backoff: Backoff,
-                          rng: random.Random, *, closing: Callable[[], bool],
-                          on_retry: Callable[[], None]) -> None:
-    """Run ``subscribe`` again each time it ends, until ``closing()``.
-
-    After a failure, wait ``backoff.delay_s(n)`` for the n-th failure in a row (a
-    stream dropped after answering is a first failure again); a resubscription
-    asked for starts at once. So a target back after any outage is subscribed
-    again at most ``backoff.max_s`` after it returns, plus one attempt.
-    ``on_retry`` is called before each retry after a wait.
-    """
-    failures = 0
-    while not closing():
-        ended = await subscribe()
-        if ended is Attempt.RESUBSCRIBE:
-            failures = 0
-            continue
-        failures = 1 if ended is Attempt.DROPPED else failures + 1
-        await asyncio.sleep(backoff.delay_s(failures, rng))
-        on_retry()
+    profile: str = "openconfig"
+    synced: bool = False
+    leaves: int = 0
+    mapped: int = 0
 
 
 class _SubscriptionFailedError(Exception):
@@ -107,13 +88,14 @@ class _SubscriptionFailedError(Exception):
 class _Run:
     """The mutable state of one target's subscription (touched on the loop thread only)."""
 
-    def __init__(self, endpoint: GnmiEndpoint) -> None:
+    def __init__(self, endpoint: GnmiEndpoint, unhealthy_after_leaves: int) -> None:
         self.endpoint = endpoint
-        self.mapper = NotificationMapper(endpoint.device)
+        self.mapper = NotificationMapper(endpoint.device, endpoint.profile)
+        self.book = TargetBook(endpoint.device, endpoint.profile, unhealthy_after_leaves)
         self.interval_s = endpoint.sample_interval_s
         self.call: Any = None
         self.resubscribe = False
-        self.up = False
+        self.up = self.answering = self.synced = False
         self.last_error: str | None = None
         self.reconnects = self.frames = self.samples = self.seq = 0
         self.last_sample_ns: int | None = None
@@ -136,7 +118,7 @@ class GnmiCollector:
         self._rng = rng or random.Random()
         self._backoff = config.backoff
         self._warnings = ThrottledLog(log)
-        self._runs = {t.device: _Run(t) for t in config.targets}
+        self._runs = {t.device: _Run(t, config.unhealthy_after_leaves) for t in config.targets}
         self._policies = PolicyBook()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -165,8 +147,13 @@ class GnmiCollector:
 
     def status(self) -> dict[str, GnmiTargetStatus]:
         return {d: GnmiTargetStatus(d, r.endpoint.address, r.up, r.interval_s, r.last_error,
-                                    r.reconnects, r.frames, r.samples, r.last_sample_ns)
+                                    r.reconnects, r.frames, r.samples, r.last_sample_ns,
+                                    r.endpoint.profile, r.synced, r.book.leaves, r.book.mapped)
                 for d, r in self._runs.items()}
+
+    def explain(self) -> list[TargetExplain]:
+        """Per target: profile, leaves received, mapped, unsupported, unmapped paths."""
+        return [r.book.explain() for r in self._runs.values()]
 
     def apply_policy(self, policy: SamplingPolicy) -> None:
         """Follow a sampling policy (see ``PolicyBook``); changed targets resubscribe at once."""
@@ -238,8 +225,14 @@ class GnmiCollector:
         """Run one subscription until it fails or is asked to resubscribe."""
         delivered, run.resubscribe = False, False
         ep = run.endpoint
+        run.book.subscribed()
+        self._synced(run, False)
         try:
-            channel = open_channel(ep, self.config.max_message_bytes)
+            server: ServerCertificate | None = None
+            if ep.skip_verify and not ep.insecure:
+                server = await asyncio.get_running_loop().run_in_executor(
+                    None, fetch_server_certificate, ep)
+            channel = open_channel(ep, self.config.max_message_bytes, server)
         except OSError as exc:
             self._fail(run, "config", f"{ep.device}: {exc}")
             return Attempt.FAILED
@@ -275,10 +268,14 @@ class GnmiCollector:
 
     async def _read(self, run: _Run, call: Any, timeout_s: float) -> Any:
         response = await self._timed(run, call.read(), timeout_s)
+        ep = run.endpoint
         if response is grpc.aio.EOF:
-            ep = run.endpoint
             raise _SubscriptionFailedError(
                 "stream", f"{ep.device} at {ep.address}: the target ended the stream")
+        if response is None:  # grpc could not deserialize it (and ends the call)
+            raise _SubscriptionFailedError(
+                "bad_message", f"{ep.device} at {ep.address}: a message is no "
+                "SubscribeResponse (truncated or garbage)")
         return response
 
     async def _timed(self, run: _Run, step: Awaitable[Any], timeout_s: float) -> Any:
@@ -298,6 +295,9 @@ class GnmiCollector:
         if response.HasField("error"):
             self._metrics.errors.labels(device, "target_error").inc()
             return
+        if response.sync_response:
+            self._synced(run, True)
+            return
         if not response.HasField("update"):
             return
         received = time.time_ns()
@@ -310,8 +310,13 @@ class GnmiCollector:
             self._warnings.warning(f"gNMI {device}: notifications skipped", "%s", run.last_error)
             return
         m.updates.labels(device).inc(mapped.updates)
+        m.observe_leaves(device, mapped)
         for kind, n in mapped.errors.items():
             m.errors.labels(device, kind).inc(n)
+        if mapped.gone:
+            m.gone.labels(device).inc(len(mapped.gone))
+        run.book.record(mapped)
+        self._mark(run, up=True)
         if mapped.frame is None:
             return
         try:
@@ -328,12 +333,26 @@ class GnmiCollector:
         m.observe_frame(device, mapped.frame, (time.time_ns() - received) / 1e9)
 
     def _mark(self, run: _Run, *, up: bool) -> None:
-        if run.up != up:
-            run.up = up
-            self._metrics.up.labels(run.endpoint.device).set(int(up))
-        if up:
+        """``up``: the target answers; it is up if its leaves also map (else the reason
+        is its error, counted once as ``unmapped_only``)."""
+        run.answering = up
+        reason = run.book.reason if up else None
+        healthy = up and reason is None
+        if run.up != healthy:
+            run.up = healthy
+            self._metrics.up.labels(run.endpoint.device).set(int(healthy))
+            if reason is not None:
+                self._metrics.errors.labels(run.endpoint.device, "unmapped_only").inc()
+                run.outage.failed(reason)
+        if reason is not None:
+            run.last_error = reason
+        elif healthy:
             run.last_error = None
             run.outage.recovered()
+
+    def _synced(self, run: _Run, synced: bool) -> None:
+        run.synced = synced
+        self._metrics.synced.labels(run.endpoint.device).set(int(synced))
 
     def _fail(self, run: _Run, kind: str, message: str) -> None:
         self._mark(run, up=False)

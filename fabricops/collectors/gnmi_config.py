@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import grpc
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 from pygnmi.spec.v080 import gnmi_pb2
 
+from fabricops.collectors.gnmi_dialects import PROFILES
+from fabricops.collectors.gnmi_tls import ServerCertificate, fetch_server_certificate
 from fabricops.core.backoff import Backoff
 from fabricops.core.catalogue import Scope
-from fabricops.core.inventory import check_host_port
-from fabricops.core.openconfig import OPENCONFIG, PathSyntaxError, parse_path
+from fabricops.core.inventory import GnmiProfile, Target, check_host_port
+from fabricops.core.openconfig import OPENCONFIG, OcPath, PathSyntaxError, parse_path
 from fabricops.core.records import SamplingPolicy
 
 DEFAULT_PATHS: Final = OPENCONFIG.subtrees(Scope.PORT)
@@ -31,6 +34,8 @@ class GnmiSecurity(BaseModel):
     key_file: Path | None = Field(default=None, description="PEM client key (mTLS)")
     tls_server_name: str | None = Field(default=None,
                                         description="Name expected in the server certificate")
+    skip_verify: bool = Field(default=False, description="TLS without verifying the server "
+                              "certificate: its own certificate is trusted as fetched")
     username: str | None = None
     password: SecretStr | None = None
 
@@ -44,6 +49,8 @@ class GnmiSecurity(BaseModel):
             raise ValueError(f"{self._where()}cert_file and key_file go together")
         if (self.username is None) != (self.password is None):
             raise ValueError(f"{self._where()}username and password go together")
+        if self.skip_verify and self.insecure:
+            raise ValueError(f"{self._where()}skip_verify needs TLS: set insecure to false")
         return self
 
     def security(self) -> dict[str, Any]:
@@ -52,14 +59,19 @@ class GnmiSecurity(BaseModel):
 
 
 class GnmiEndpoint(GnmiSecurity):
-    """One device reached over gNMI: where, as which target, what and how often."""
+    """One device reached over gNMI: where, as which target, in which dialect, what and
+    how often. Paths, encoding and target default to the profile's."""
 
     device: str = Field(min_length=1, description="Device id: frames' device, entity prefix")
     address: str = Field(description="host:port of the gNMI server")
-    target: str | None = Field(default=None, description="prefix.target sent (default: device)")
-    paths: tuple[str, ...] = Field(default=DEFAULT_PATHS, min_length=1,
-                                   description="Subscribed paths (default: the catalogue's "
-                                   "interface, QoS and transceiver state containers)")
+    target: str | None = Field(default=None, description="prefix.target sent (default: the "
+                               "profile's, else the device)")
+    profile: GnmiProfile = Field(default="openconfig", description="Dialect profile")
+    paths: tuple[str, ...] | None = Field(default=None, min_length=1,
+                                          description="Subscribed paths ('origin:/path' sets "
+                                          "an origin; default: the profile's)")
+    encoding: Literal["PROTO", "JSON", "JSON_IETF", "ASCII"] | None = Field(
+        default=None, description="Encoding asked for (default: the profile's)")
     sample_interval_s: float = Field(default=10.0, gt=0, le=3600)
 
     @field_validator("address")
@@ -69,10 +81,10 @@ class GnmiEndpoint(GnmiSecurity):
 
     @field_validator("paths")
     @classmethod
-    def _paths(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        for path in value:
+    def _paths(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for path in value or ():
             try:
-                parse_path(path)
+                split_origin(path)
             except PathSyntaxError as exc:
                 raise ValueError(str(exc)) from None
         return value
@@ -82,7 +94,23 @@ class GnmiEndpoint(GnmiSecurity):
 
     @property
     def target_name(self) -> str:
-        return self.target or self.device
+        return self.target or PROFILES[self.profile].target or self.device
+
+    @property
+    def subscribed_paths(self) -> tuple[str, ...]:
+        return self.paths or PROFILES[self.profile].paths or DEFAULT_PATHS
+
+    @property
+    def encoding_name(self) -> str:
+        return self.encoding or PROFILES[self.profile].encoding
+
+    @classmethod
+    def from_target(cls, target: Target, interval_s: float) -> GnmiEndpoint:
+        """The endpoint of an inventory target (its ``gnmi`` settings) at ``interval_s``."""
+        g = target.gnmi
+        return cls(device=target.device, address=target.address, sample_interval_s=interval_s,
+                   **g.model_dump(exclude={"password"}),
+                   password=None if g.password is None else SecretStr(g.password))
 
 
 class GnmiCollectorConfig(BaseModel):
@@ -106,6 +134,9 @@ class GnmiCollectorConfig(BaseModel):
                                   description="Each wait is shortened by a random fraction "
                                   "of at most this")
     max_message_bytes: int = Field(default=64 << 20, ge=1 << 20)
+    unhealthy_after_leaves: int = Field(default=10_000, ge=1,
+                                        description="A target whose last this many leaf "
+                                        "updates in a row mapped to nothing is down")
 
     @model_validator(mode="after")
     def _unique(self) -> GnmiCollectorConfig:
@@ -129,21 +160,34 @@ class GnmiCollectorConfig(BaseModel):
 
 
 def subscribe_request(endpoint: GnmiEndpoint, interval_s: float) -> Any:
-    """The ``gnmi.SubscribeRequest``: STREAM, PROTO encoding, SAMPLE every ``interval_s``."""
+    """The ``gnmi.SubscribeRequest``: STREAM, SAMPLE every ``interval_s``, the endpoint's
+    paths, encoding and target."""
     subscriptions = [
         gnmi_pb2.Subscription(path=_gnmi_path(p), mode=gnmi_pb2.SAMPLE,
                               sample_interval=round(interval_s * 1e9))
-        for p in endpoint.paths
+        for p in endpoint.subscribed_paths
     ]
     sub_list = gnmi_pb2.SubscriptionList(
         prefix=gnmi_pb2.Path(target=endpoint.target_name), subscription=subscriptions,
-        mode=gnmi_pb2.SubscriptionList.STREAM, encoding=gnmi_pb2.PROTO)
+        mode=gnmi_pb2.SubscriptionList.STREAM,
+        encoding=gnmi_pb2.Encoding.Value(endpoint.encoding_name))
     return gnmi_pb2.SubscribeRequest(subscribe=sub_list)
 
 
+_ORIGIN: Final = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]*):(?=/)")
+
+
+def split_origin(text: str) -> tuple[str, OcPath]:
+    """``origin:/a/b`` as (origin, path); no origin is ``""``. PathSyntaxError if bad."""
+    found = _ORIGIN.match(text)
+    origin = found.group(1) if found else ""
+    return origin, parse_path(text[found.end():] if found else text)
+
+
 def _gnmi_path(text: str) -> Any:
-    elems = [gnmi_pb2.PathElem(name=e.name, key=dict(e.keys)) for e in parse_path(text)]
-    return gnmi_pb2.Path(elem=elems)
+    origin, path = split_origin(text)
+    elems = [gnmi_pb2.PathElem(name=e.name, key=dict(e.keys)) for e in path]
+    return gnmi_pb2.Path(origin=origin, elem=elems)
 
 
 def call_metadata(endpoint: GnmiEndpoint) -> Sequence[tuple[str, str]]:
@@ -153,19 +197,27 @@ def call_metadata(endpoint: GnmiEndpoint) -> Sequence[tuple[str, str]]:
     return (("username", endpoint.username), ("password", endpoint.password.get_secret_value()))
 
 
-def open_channel(endpoint: GnmiEndpoint, max_message_bytes: int) -> Any:
+def open_channel(endpoint: GnmiEndpoint, max_message_bytes: int,
+                 server: ServerCertificate | None = None) -> Any:
     """A new grpc.aio channel (plain text, or TLS with the endpoint's files).
 
-    OSError names a file that cannot be read. Must be called on the event loop
-    that will use the channel.
+    With ``skip_verify`` the server's certificate (``server``, else fetched here,
+    blocking) is the only root trusted and its name the name expected. OSError
+    names a file that cannot be read or a server that cannot be reached. Must be
+    called on the event loop that will use the channel.
     """
     options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", max_message_bytes)]
     if endpoint.insecure:
         return grpc.aio.insecure_channel(endpoint.address, options=options)
-    if endpoint.tls_server_name:
-        options.append(("grpc.ssl_target_name_override", endpoint.tls_server_name))
+    roots, name = _read(endpoint.ca_file), endpoint.tls_server_name
+    if endpoint.skip_verify:
+        if server is None:
+            server = fetch_server_certificate(endpoint)
+        roots, name = server.pem, name or server.name
+    if name:
+        options.append(("grpc.ssl_target_name_override", name))
     creds = grpc.ssl_channel_credentials(
-        root_certificates=_read(endpoint.ca_file), private_key=_read(endpoint.key_file),
+        root_certificates=roots, private_key=_read(endpoint.key_file),
         certificate_chain=_read(endpoint.cert_file))
     return grpc.aio.secure_channel(endpoint.address, creds, options=options)
 

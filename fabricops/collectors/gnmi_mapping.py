@@ -2,54 +2,67 @@
 
 A notification becomes one Frame of the device at the notification's timestamp
 (a timestamp of 0 is replaced by the receive time and reported; a negative one
-sets the whole notification aside, reported). Each update's path (notification
-prefix joined to the update's path) is looked up in the OpenConfig schema of the
-catalogue (:mod:`fabricops.core.openconfig`): the entity is
-``{device}:{interface}``, the metric the catalogue's. Updates whose path names
-no catalogue metric, or whose value does not fit the metric's kind and range
-(``Metric.valid``: a counter an unsigned 64-bit integer, a state within its
-enumeration, a gauge finite and within physical limits), are counted and
-skipped; the rest still make the frame. Values are accepted in any scalar
-TypedValue and in JSON / JSON_IETF (numbers or numeric strings); oper-status
-as its OpenConfig name (``"UP"``, ``"DOWN"``, ...).
+sets the whole notification aside, reported). Every update is unpacked into
+leaves (:mod:`fabricops.collectors.gnmi_values`: PROTO scalars, JSON and
+JSON_IETF containers and lists) and each leaf's full path (the prefix, its
+origin and target aside, joined to the update's path) is resolved with the
+target's dialect profile (:mod:`fabricops.collectors.gnmi_dialects`): to a
+sample of ``{device}:{interface}`` and a catalogue metric, to a named gap
+(deliberately unsupported, counted by reason), or to nothing (unmapped,
+counted by normalised path). Values that do not fit their metric's kind and
+range, and values that cannot be unpacked (bad JSON, unknown encodings), are
+counted and skipped; the rest still make the frame.
+
+Deletes are applied before updates, as the gNMI specification orders them. A
+delete of a port's own list entry (``/interfaces/interface[name=Ethernet5]``,
+or an ancestor of every port's entry) publishes ``oper_status`` = 6
+(notPresent, IF-MIB) for the port in the notification's frame: the port stops
+being reported, and the pipeline's state-change events say so. A delete of a
+single leaf publishes nothing and is counted.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 
+from fabricops.collectors.gnmi_dialects import resolver_of
+from fabricops.collectors.gnmi_dialects.rules import (
+    LeafTarget,
+    ProfileResolver,
+    Unsupported,
+    ValueMap,
+)
+from fabricops.collectors.gnmi_values import (
+    SCALAR_KINDS,
+    BadEncodingError,
+    BadValueError,
+    ListKeys,
+    read_value,
+    unpack,
+)
 from fabricops.core.catalogue import CATALOGUE, Metric, MetricKind
 from fabricops.core.frame import Frame, Source
-from fabricops.core.openconfig import (
-    OPENCONFIG,
-    OPER_STATUS_CODES,
-    LeafRef,
-    OcPath,
-    OpenConfigSchema,
-    PathElem,
-    format_path,
-)
+from fabricops.core.openconfig import OcPath, PathElem, format_path
 
 _CACHE_MAX: Final = 1 << 16
-_NUMERIC: Final = frozenset({"uint_val", "int_val", "double_val", "float_val", "string_val",
-                             "ascii_val", "decimal_val", "json_val", "json_ietf_val"})
 _FAST: Final = {MetricKind.COUNTER: "uint_val", MetricKind.GAUGE: "double_val"}
-_STATE_CODES: Final[dict[str, dict[str, int]]] = {"oper_status": OPER_STATUS_CODES}
 _TS_LIMIT: Final = 2**63
-_MAX_DECIMAL_PRECISION: Final = 18  # gNMI Decimal64: "precision MUST NOT exceed 18"
+NOT_PRESENT: Final = 6
+_OPER_ID: Final = CATALOGUE.id_of("oper_status")
 
 
 @dataclass(frozen=True)
 class MappedNotification:
-    """A notification's frame (None if nothing mapped) and what was skipped, by cause.
+    """A notification's frame (None if nothing mapped) and what became of its leaves.
 
-    ``bad_values`` counts values outside their metric's kind or range;
-    ``bad_timestamp`` is set when the timestamp is outside [0, 2**63) ns and every
-    update was skipped.
+    ``leaves`` counts leaf updates after unpacking; ``mapped`` those that became
+    samples; ``unsupported`` (by gap name) and ``unmapped_paths`` (by normalised
+    path) those that name no metric; ``bad_values`` values outside their
+    metric's kind or range; ``bad_encodings`` values that could not be
+    unpacked. ``gone`` lists the ports a delete removed.
     """
 
     frame: Frame | None
@@ -57,20 +70,40 @@ class MappedNotification:
     unmapped: int = 0
     bad_values: int = 0
     no_timestamp: bool = False
-    problem: str | None = None  # the first skipped update, described
+    problem: str | None = None  # the first skipped leaf, described
     bad_timestamp: bool = False
+    leaves: int = 0
+    mapped: int = 0
+    bad_encodings: int = 0
+    unsupported: dict[str, int] = field(default_factory=dict)
+    unmapped_paths: dict[str, int] = field(default_factory=dict)
+    deleted_leaves: int = 0
+    gone: tuple[str, ...] = ()
 
     @property
     def errors(self) -> dict[str, int]:
         """What was skipped or patched, by the collector's error kind (zeros left out)."""
         counts = {"unmapped_path": self.unmapped, "bad_value": self.bad_values,
-                  "no_timestamp": int(self.no_timestamp),
+                  "bad_encoding": self.bad_encodings, "no_timestamp": int(self.no_timestamp),
                   "bad_timestamp": int(self.bad_timestamp)}
         return {kind: n for kind, n in counts.items() if n}
 
 
-class BadValueError(ValueError):
-    """A TypedValue that does not fit a metric's kind; the message names both."""
+class _Hit(NamedTuple):
+    entity: str
+    metric_id: int
+    fast: str | None
+    metric: Metric
+    value_map: ValueMap | None
+
+
+class _Miss(NamedTuple):
+    unsupported: bool
+    label: str  # the gap's name, or the normalised path
+    description: str
+
+
+_Leaf = _Hit | _Miss
 
 
 def oc_path(*paths: Any) -> OcPath:
@@ -89,137 +122,164 @@ def _prefix_key(prefix: Any) -> bytes:
     return key
 
 
-def decode_value(value: Any, metric: Metric) -> int | float:
-    """A ``gnmi.TypedValue`` as the metric's value: int for counters and states, else float."""
-    kind = value.WhichOneof("value")
-    if kind not in _NUMERIC:
-        raise BadValueError(f"{metric.name}: {kind or 'empty'} value is not a number")
-    raw: Any = getattr(value, kind)
-    if kind == "decimal_val":
-        if raw.precision > _MAX_DECIMAL_PRECISION:
-            raise BadValueError(f"{metric.name}: decimal precision {raw.precision} is over "
-                                f"{_MAX_DECIMAL_PRECISION}")
-        raw = raw.digits / 10 ** raw.precision
-    elif kind in ("json_val", "json_ietf_val"):
-        try:
-            raw = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
-            raise BadValueError(f"{metric.name}: {kind} is not JSON") from None
-    if metric.kind is MetricKind.STATE and isinstance(raw, str):
-        code = _STATE_CODES.get(metric.family.name, {}).get(raw.rpartition(":")[2])
-        if code is None:
-            raise BadValueError(f"{metric.name}: unknown state {raw!r}")
-        return code
-    return _number(raw, metric)
+_KEYS: dict[str, ListKeys] = {}
 
 
-def _number(raw: Any, metric: Metric) -> int | float:
-    try:
-        if metric.kind is MetricKind.GAUGE:
-            return float(raw)
-        number = int(raw) if isinstance(raw, int | str) else float(raw)
-    except (TypeError, ValueError, OverflowError):
-        raise BadValueError(f"{metric.name}: value {raw!r:.40} is not a number") from None
-    if isinstance(raw, bool) or not (isinstance(number, int) or number.is_integer()) \
-            or not 0 <= number < 2**64:
-        raise BadValueError(f"{metric.name}: value {raw!r} is not an unsigned 64-bit integer")
-    return int(number)
+def _list_keys(resolver: ProfileResolver) -> ListKeys:
+    profile = resolver.profile
+    found = _KEYS.get(profile.name)
+    if found is None:
+        found = _KEYS[profile.name] = ListKeys(
+            [r.pattern for r in profile.rules] + list(profile.entity_lists))
+    return found
 
 
-class LeafResolver:
-    """Resolves gNMI paths to catalogue leaves; shared by the mappers of every target.
+class _Accumulator:
+    """What one notification's leaves became (filled by ``NotificationMapper``)."""
 
-    Keyed by the serialized prefix (without its target) and path. Serialization
-    order of multi-key elements may vary, which only costs a second entry.
-    Thread-safe (single dict operations); bounded, cleared when full.
-    """
+    def __init__(self) -> None:
+        self.samples: dict[tuple[str, int], int | float] = {}
+        self.leaves = self.decoded = self.bad = self.unmapped = self.bad_encodings = 0
+        self.unsupported: dict[str, int] = {}
+        self.unmapped_paths: dict[str, int] = {}
+        self.problem: str | None = None
 
-    def __init__(self, schema: OpenConfigSchema = OPENCONFIG) -> None:
-        self.schema = schema
-        self._cache: dict[tuple[bytes, bytes], LeafRef | str] = {}
-
-    def resolve(self, prefix_key: bytes, prefix: Any, path: Any, path_key: bytes) -> LeafRef | str:
-        """The leaf ``prefix`` + ``path`` names, or why it names none."""
-        found = self._cache.get((prefix_key, path_key))
-        if found is None:
-            full = oc_path(prefix, path)
-            found = self.schema.resolve(full) or \
-                f"path {format_path(full)} names no catalogue metric"
-            if len(self._cache) >= _CACHE_MAX:
-                self._cache.clear()
-            self._cache[(prefix_key, path_key)] = found
-        return found
-
-
-SHARED_RESOLVER: Final = LeafResolver()
-_Leaf = tuple[str, int, str | None, Metric] | str  # (entity, metric id, fast field, metric)
+    def note(self, problem: str) -> None:
+        if self.problem is None:
+            self.problem = problem
 
 
 class NotificationMapper:
-    """Maps one device's notifications to Frames (pure, apart from its caches)."""
+    """Maps one device's notifications to Frames with one dialect profile.
 
-    def __init__(self, device: str, resolver: LeafResolver = SHARED_RESOLVER) -> None:
+    Pure apart from its caches (resolved paths, bounded) and the set of ports
+    seen (for deletes above every port's entry).
+    """
+
+    def __init__(self, device: str, profile: str = "openconfig") -> None:
         self.device = device
-        self.resolver = resolver
-        self._cache: dict[bytes, dict[bytes, _Leaf]] = {}
-        self._cached = 0
+        self.resolver = resolver_of(profile)
+        self.keys = _list_keys(self.resolver)
+        self._proto: dict[tuple[bytes, bytes], _Leaf] = {}
+        self._json: dict[tuple[str, OcPath], _Leaf] = {}
+        self._known: set[str] = set()
+        self._paths: dict[tuple[bytes, bytes], OcPath] = {}
 
     def map(self, notification: Any, seq: int, received_ns: int) -> MappedNotification:
         """The frame of ``notification`` (a ``gnmi.Notification``) with sequence ``seq``."""
         prefix = notification.prefix
+        origin = prefix.origin
         prefix_key = _prefix_key(prefix)
-        leaves = self._leaves_under(prefix_key)
-        samples: dict[tuple[str, int], int | float] = {}
-        unmapped = bad = 0
-        problem: str | None = None
+        prefix_path = self._oc_path(prefix_key, b"", prefix, None)
+        acc = _Accumulator()
+        gone, deleted_leaves = self._deletes(notification.delete, prefix_path, acc)
         for update in notification.update:
-            path = update.path
+            path, val = update.path, update.val
+            kind = val.WhichOneof("value")
             path_key = path.SerializeToString()
-            leaf = leaves.get(path_key) or self._resolve(leaves, prefix_key, prefix, path, path_key)
-            if isinstance(leaf, str):
-                unmapped += 1
-                problem = problem or leaf
+            if kind in SCALAR_KINDS or kind is None:
+                key = (prefix_key, path_key)
+                leaf = self._proto.get(key) or self._cache(
+                    self._proto, key, prefix_path + oc_path(path), path.origin or origin)
+                self._take(leaf, val, kind, acc)
                 continue
-            entity, metric_id, fast, metric = leaf
-            value = update.val
-            which = value.WhichOneof("value")
-            if which == fast:
-                samples[(entity, metric_id)] = getattr(value, which)
-                continue
+            full = self._oc_path(prefix_key, path_key, path, prefix_path)
             try:
-                samples[(entity, metric_id)] = decode_value(value, metric)
-            except BadValueError as exc:
-                bad += 1
-                problem = problem or f"{entity}: {exc}"
+                leaves = unpack(full, val, self.keys)
+            except BadEncodingError as exc:
+                acc.leaves += 1
+                acc.bad_encodings += 1
+                acc.note(f"{format_path(full)}: {exc}")
+                continue
+            where = path.origin or origin
+            for leaf_path, raw in leaves:
+                jkey = (where, leaf_path)
+                leaf = self._json.get(jkey) or self._cache(self._json, jkey, leaf_path, where)
+                self._take(leaf, raw, None, acc)
         ts_ns = int(notification.timestamp)
+        common: dict[str, Any] = {
+            "leaves": acc.leaves, "bad_encodings": acc.bad_encodings,
+            "unsupported": acc.unsupported, "unmapped_paths": acc.unmapped_paths,
+            "deleted_leaves": deleted_leaves, "gone": tuple(gone)}
         if not 0 <= ts_ns < _TS_LIMIT:
             return MappedNotification(
-                None, len(notification.update), unmapped, bad, problem=f"notification "
-                f"timestamp {ts_ns} is outside [0, 2**63) ns", bad_timestamp=True)
-        frame, out_of_range = self._frame(samples, ts_ns or received_ns, seq)
-        return MappedNotification(frame, len(notification.update), unmapped,
-                                  bad + len(out_of_range), ts_ns == 0,
-                                  problem or next(iter(out_of_range), None))
+                None, len(notification.update), acc.unmapped, acc.bad,
+                problem=f"notification timestamp {ts_ns} is outside [0, 2**63) ns",
+                bad_timestamp=True, **common)
+        frame, out_of_range = self._frame(acc.samples, ts_ns or received_ns, seq)
+        return MappedNotification(
+            frame, len(notification.update), acc.unmapped, acc.bad + len(out_of_range),
+            ts_ns == 0, acc.problem or next(iter(out_of_range), None),
+            mapped=acc.decoded - len(out_of_range), **common)
 
-    def _leaves_under(self, prefix_key: bytes) -> dict[bytes, _Leaf]:
-        leaves = self._cache.get(prefix_key)
-        if leaves is None:
-            if self._cached >= _CACHE_MAX:
-                self._cache.clear()
-                self._cached = 0
-            leaves = self._cache[prefix_key] = {}
-        return leaves
+    def _oc_path(self, prefix_key: bytes, path_key: bytes, path: Any,
+                 prefix_path: OcPath | None) -> OcPath:
+        """``prefix_path`` joined to ``path`` (or the prefix's own path), cached."""
+        key = (prefix_key, path_key)
+        found = self._paths.get(key)
+        if found is None:
+            found = (prefix_path or ()) + oc_path(path)
+            if len(self._paths) >= _CACHE_MAX:
+                self._paths.clear()
+            self._paths[key] = found
+        return found
 
-    def _resolve(self, leaves: dict[bytes, _Leaf], prefix_key: bytes, prefix: Any, path: Any,
-                 path_key: bytes) -> _Leaf:
-        """(entity, metric id, fast value field, metric) of a leaf, or why it maps to none."""
-        ref = self.resolver.resolve(prefix_key, prefix, path, path_key)
-        leaf: _Leaf = ref if isinstance(ref, str) else (
-            f"{self.device}:{ref.interface}", ref.metric.id, _FAST.get(ref.metric.kind),
-            ref.metric)
-        if self._cached < _CACHE_MAX:
-            leaves[path_key] = leaf
-            self._cached += 1
+    def _deletes(self, deletes: Any, prefix_path: OcPath,
+                 acc: _Accumulator) -> tuple[list[str], int]:
+        """Ports removed by ``deletes`` (their notPresent samples added), and leaf deletes."""
+        gone: list[str] = []
+        leaves = 0
+        for d in deletes:
+            port, everything = self.resolver.entity_of(prefix_path + oc_path(d))
+            entities = [f"{self.device}:{port}"] if port else \
+                sorted(self._known) if everything else []
+            if not entities:
+                leaves += 1
+            for entity in entities:
+                acc.samples[(entity, _OPER_ID)] = NOT_PRESENT
+                self._known.discard(entity)
+                gone.append(entity.removeprefix(f"{self.device}:"))
+        return gone, leaves
+
+    def _take(self, leaf: _Leaf, raw: Any, kind: str | None, acc: _Accumulator) -> None:
+        acc.leaves += 1
+        if isinstance(leaf, _Miss):
+            if leaf.unsupported:
+                acc.unsupported[leaf.label] = acc.unsupported.get(leaf.label, 0) + 1
+            else:
+                acc.unmapped += 1
+                acc.unmapped_paths[leaf.label] = acc.unmapped_paths.get(leaf.label, 0) + 1
+                acc.note(leaf.description)
+            return
+        key = (leaf.entity, leaf.metric_id)
+        if kind is not None and kind == leaf.fast:
+            acc.samples[key] = getattr(raw, kind)
+        else:
+            try:
+                acc.samples[key] = read_value(raw, leaf.metric, leaf.value_map)
+            except BadValueError as exc:
+                acc.bad += 1
+                acc.note(f"{leaf.entity}: {exc}")
+                return
+        acc.decoded += 1
+        if len(self._known) < _CACHE_MAX:
+            self._known.add(leaf.entity)
+
+    def _cache(self, cache: dict[Any, _Leaf], key: Any, full: OcPath, origin: str) -> _Leaf:
+        found = self.resolver.resolve(full)
+        leaf: _Leaf
+        if isinstance(found, LeafTarget):
+            fast = None if found.value_map is not None else _FAST.get(found.metric.kind)
+            leaf = _Hit(f"{self.device}:{found.interface}", found.metric.id, fast,
+                        found.metric, found.value_map)
+        elif isinstance(found, Unsupported):
+            leaf = _Miss(True, found.name, found.reason)
+        else:
+            leaf = _Miss(False, self.resolver.normalise(origin, full),
+                         f"path {format_path(full)} names no catalogue metric")
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        cache[key] = leaf
         return leaf
 
     def _frame(self, samples: dict[tuple[str, int], int | float], ts_ns: int,

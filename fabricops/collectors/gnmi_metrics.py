@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from fabricops.collectors.gnmi_explain import OTHER, LeafOutcome
 from fabricops.core.frame import Frame
 
 LAG_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+PATH_LABELS_PER_DEVICE = 50
+"""Distinct ``path`` label values of the unmapped counter per device; later paths count
+under ``(other paths)`` (``--explain`` keeps more)."""
 
 
 class GnmiMetrics:
@@ -14,17 +18,38 @@ class GnmiMetrics:
 
     ``errors`` kinds: ``unreachable`` (no connection), ``timeout`` (no first answer
     or a silent stream), ``stream`` (dropped), ``auth``, ``rejected`` (the target
-    refused the subscription), ``config`` (unreadable TLS file), ``internal``,
-    ``target_error``, ``unmapped_path``, ``bad_value``, ``no_timestamp``, ``bad_timestamp``,
-    ``bad_notification`` (per update or notification, skipped), ``sink``.
+    refused the subscription), ``config`` (unreadable TLS file, certificate not
+    fetched), ``internal``, ``target_error``, ``unmapped_path``, ``bad_value``,
+    ``bad_encoding``, ``no_timestamp``, ``bad_timestamp``, ``bad_notification``
+    (per leaf or notification, skipped), ``bad_message`` (a message gRPC cannot parse:
+    the subscription is renewed), ``sink``, ``unmapped_only`` (the target
+    answers but none of its leaves maps: it is not up).
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.up = Gauge("fabricops_gnmi_target_up",
-                        "1 while the target's subscription is answering", ["device"],
-                        registry=registry)
-        self.updates = Counter("fabricops_gnmi_updates", "Leaf updates received", ["device"],
+                        "1 while the target's subscription is answering and its leaves map "
+                        "to metrics", ["device"], registry=registry)
+        self.updates = Counter("fabricops_gnmi_updates", "Updates received", ["device"],
                                registry=registry)
+        self.leaves = Counter("fabricops_gnmi_leaves", "Leaf updates received, JSON unpacked",
+                              ["device"], registry=registry)
+        self.mapped = Counter("fabricops_gnmi_leaves_mapped", "Leaf updates that became samples",
+                              ["device"], registry=registry)
+        self.unsupported = Counter("fabricops_gnmi_leaves_unsupported",
+                                   "Leaf updates the catalogue deliberately has no metric for, "
+                                   "by the profile's named gap", ["device", "gap"],
+                                   registry=registry)
+        self.unmapped = Counter("fabricops_gnmi_leaves_unmapped",
+                                "Leaf updates whose path maps to nothing, by normalised path "
+                                f"(at most {PATH_LABELS_PER_DEVICE} per device)",
+                                ["device", "path"], registry=registry)
+        self.gone = Counter("fabricops_gnmi_ports_gone",
+                            "Ports a delete removed (published as oper_status notPresent)",
+                            ["device"], registry=registry)
+        self.synced = Gauge("fabricops_gnmi_synced",
+                            "1 once the subscription's initial state is complete "
+                            "(sync_response)", ["device"], registry=registry)
         self.samples = Counter("fabricops_gnmi_samples", "Samples published in frames",
                                ["device"], registry=registry)
         self.frames = Counter("fabricops_gnmi_frames", "Frames published", ["device"],
@@ -43,6 +68,22 @@ class GnmiMetrics:
         self.publish_lag = Histogram("fabricops_gnmi_publish_lag_seconds",
                                      "From receiving a notification to the sink accepting "
                                      "its frame", buckets=LAG_BUCKETS_S, registry=registry)
+        self._paths: dict[str, set[str]] = {}
+
+    def observe_leaves(self, device: str, outcome: LeafOutcome) -> None:
+        """Count what one notification's leaves became."""
+        self.leaves.labels(device).inc(outcome.leaves)
+        if outcome.mapped:
+            self.mapped.labels(device).inc(outcome.mapped)
+        for gap, n in outcome.unsupported.items():
+            self.unsupported.labels(device, gap).inc(n)
+        if outcome.unmapped_paths:
+            seen = self._paths.setdefault(device, set())
+            for path, n in outcome.unmapped_paths.items():
+                if path not in seen and len(seen) >= PATH_LABELS_PER_DEVICE:
+                    path = OTHER
+                seen.add(path)
+                self.unmapped.labels(device, path).inc(n)
 
     def observe_frame(self, device: str, frame: Frame, lag_s: float) -> None:
         """Count a published frame of ``device``, ``lag_s`` after its notification arrived."""

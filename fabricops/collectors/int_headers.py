@@ -12,6 +12,7 @@ header, down to the offset and size of the hop stack. The result is a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -30,7 +31,8 @@ REASONS: Final = (
 _CODE: Final = {r: i + 1 for i, r in enumerate(REASONS)}
 MAX_REPORTS_PER_PACKET: Final = 256
 MAX_TLVS: Final = 16
-_PAD: Final = 16
+PAD_BYTES: Final = 16
+"""Readable bytes a buffer of ``Datagrams`` needs past its last datagram."""
 _HOP_MD_BITS: Final = 0x7F80
 """RepMdBits that describe the reporting node's own hop (bits 1-8)."""
 _BIT_BYTES: Final = np.array([4] * 16, np.int64) + np.isin(np.arange(16), (4, 5, 6)) * 4
@@ -39,17 +41,46 @@ _ITEM_BYTES: Final = (np.unpackbits(np.arange(65536, dtype=">u2").view(np.uint8)
 """Bytes of metadata a 16-bit instruction bitmap (or RepMdBits) asks for, by bitmap."""
 
 
-class Wire:
-    """The joined payloads with a big-endian view at every byte offset, and packet state."""
+@dataclass(frozen=True)
+class Datagrams:
+    """Datagrams received into one buffer: datagram ``i`` is the ``length[i]`` bytes
+    at ``start[i]`` of ``data``, which holds at least ``PAD_BYTES`` more past the last."""
 
-    def __init__(self, buffers: Sequence[bytes]) -> None:
-        lengths = np.fromiter(map(len, buffers), np.int64, len(buffers))
-        self.end = np.cumsum(lengths)
-        self.start = self.end - lengths
-        data = b"".join(buffers) + bytes(_PAD)
-        self._views = {n: np.ndarray((len(data) - n + 1,), f">u{n}", data, 0, (1,))
+    data: NDArray[np.uint8]
+    start: I64
+    length: I64
+
+    def __post_init__(self) -> None:
+        if len(self.start) != len(self.length) or (len(self.start) and (
+                (self.start < 0).any() or (self.length < 0).any()
+                or (self.start + self.length).max() + PAD_BYTES > len(self.data))):
+            raise ValueError("datagrams must lie inside their buffer, with PAD_BYTES after")
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.length.sum())
+
+
+class Wire:
+    """The packets with a big-endian view at every byte offset, and packet state."""
+
+    def __init__(self, packets: Sequence[bytes] | Datagrams) -> None:
+        if isinstance(packets, Datagrams):
+            data: Any = packets.data
+            lengths, self.start = packets.length, packets.start
+            self.end = self.start + lengths
+        else:
+            lengths = np.fromiter(map(len, packets), np.int64, len(packets))
+            self.end = np.cumsum(lengths)
+            self.start = self.end - lengths
+            data = b"".join(packets) + bytes(PAD_BYTES)
+        size = len(data)
+        self._views = {n: np.ndarray((size - n + 1,), f">u{n}", data, 0, (1,))
                        for n in (1, 2, 4, 8)}
-        self.bad = np.zeros(len(buffers), np.uint8)
+        self.bad = np.zeros(len(packets), np.uint8)
         head = self.read(self.start, 4).astype(np.int64)
         self.seq = head & 0x3FFFFF
         self.node_id = self.read(self.start + 4, 4)
@@ -252,5 +283,5 @@ def _int_md(r: ReportRows, shim: I64, has: NDArray[np.bool_], limit: I64) -> Non
         _l4_ports(r, int_end, npt == 2, limit)
 
 
-__all__ = ["I64", "MAX_REPORTS_PER_PACKET", "MAX_TLVS", "REASONS", "ReportRows", "Wire",
-           "read_reports"]
+__all__ = ["I64", "MAX_REPORTS_PER_PACKET", "MAX_TLVS", "PAD_BYTES", "REASONS", "Datagrams",
+           "ReportRows", "Wire", "read_reports"]

@@ -4,8 +4,10 @@
 each) and returns the reports of every well-formed packet plus ``ParseStats``.
 A packet with any defect is dropped whole and counted under a reason; nothing
 raises. Every step runs on arrays over all packets of the call at once: the
-payloads are joined into one buffer, and each field is one gather at a
-per-row offset.
+payloads are joined into one buffer (or arrive in one, as ``Datagrams``), and
+each field is one gather at a per-row offset. Hops of every layout (instruction
+bitmap and hop size) are read together: a ``LayoutCache`` gives each report's
+field offsets, so a batch of many layouts costs about what one layout does.
 
 What is read, per individual report:
 - RepType 0 (Inner Only) or 1 (INT). With RepType 1 and a non-zero
@@ -46,17 +48,23 @@ from fabricops.collectors.int_headers import (
     I64,
     MAX_REPORTS_PER_PACKET,
     REASONS,
+    Datagrams,
     ReportRows,
     Wire,
     read_reports,
 )
+from fabricops.collectors.int_layouts import (
+    CHECKSUM_FIELD,
+    FIELDS,
+    LayoutCache,
+    LayoutLookups,
+    layout_key,
+)
 from fabricops.core.intreport import (
     DEFAULT_INT_UDP_PORT,
-    EIGHT_BYTE_INSTRUCTIONS,
     HOP_COLUMNS,
     INVALID,
     RANGE_REASONS,
-    Instruction,
     IntBatch,
     range_codes,
 )
@@ -67,7 +75,8 @@ class ParseStats:
     """What one ``parse_packets`` call saw: packets in, kept, and set aside by reason.
 
     ``malformed`` counts packets by ``REASONS``; ``rejected`` counts reports of
-    well-formed packets by ``RANGE_REASONS``.
+    well-formed packets by ``RANGE_REASONS``; ``layouts`` tells what the layout
+    cache did for the call's distinct hop layouts.
     """
 
     packets: int = 0
@@ -77,6 +86,7 @@ class ParseStats:
     empty_reports: int = 0
     malformed: dict[str, int] = field(default_factory=dict)
     rejected: dict[str, int] = field(default_factory=dict)
+    layouts: LayoutLookups = field(default_factory=LayoutLookups)
 
     @property
     def malformed_total(self) -> int:
@@ -87,14 +97,18 @@ class ParseStats:
         return sum(self.rejected.values())
 
 
+_LAYOUTS: Final = LayoutCache()
+
+
 def parse_packets(
-    buffers: Sequence[bytes], *, int_udp_port: int = DEFAULT_INT_UDP_PORT,
-    received_ns: int | ArrayLike = 0,
+    buffers: Sequence[bytes] | Datagrams, *, int_udp_port: int = DEFAULT_INT_UDP_PORT,
+    received_ns: int | ArrayLike = 0, layouts: LayoutCache | None = None,
 ) -> tuple[IntBatch, ParseStats]:
     """Parse telemetry report packets (UDP payloads); never raises on bad input.
 
     ``received_ns`` (scalar or one per packet) stamps reports that carry no
-    timestamp of their own.
+    timestamp of their own. ``layouts`` (default: one shared by the process)
+    caches hop layouts; the result does not depend on what it holds.
     """
     if len(buffers) == 0:
         return IntBatch.empty(), ParseStats()
@@ -103,7 +117,7 @@ def parse_packets(
     keep = np.flatnonzero(rows.alive & (wire.bad[rows.pkt] == 0) & rows.content)
     empty = int(np.count_nonzero(rows.alive & (wire.bad[rows.pkt] == 0) & ~rows.content))
     recv = np.broadcast_to(np.asarray(received_ns, dtype=np.uint64), (len(buffers),))
-    cols = _assemble(wire, rows, keep, recv)
+    cols, lookups = _assemble(wire, rows, keep, recv, _LAYOUTS if layouts is None else layouts)
     ranges = range_codes(cols)
     batch = IntBatch.from_columns(_without(cols, ranges != 0) if ranges.any() else cols)
     codes = np.bincount(wire.bad, minlength=len(REASONS) + 1)
@@ -113,6 +127,7 @@ def parse_packets(
         malformed=_by_reason(codes, REASONS),
         rejected=_by_reason(np.bincount(ranges, minlength=len(RANGE_REASONS) + 1),
                             RANGE_REASONS),
+        layouts=lookups,
     )
     return batch, stats
 
@@ -130,8 +145,8 @@ def _without(cols: dict[str, Any], drop: NDArray[np.bool_]) -> dict[str, Any]:
             for name, v in cols.items()}
 
 
-def _assemble(wire: Wire, rows: ReportRows, keep: I64,
-              recv: NDArray[np.uint64]) -> dict[str, Any]:
+def _assemble(wire: Wire, rows: ReportRows, keep: I64, recv: NDArray[np.uint64],
+              layouts: LayoutCache) -> tuple[dict[str, Any], LayoutLookups]:
     """Batch columns of the kept rows: report columns, then their hops."""
     n_stack = np.where(rows.has_int[keep], rows.n_hops[keep], 0)
     has_md = rows.has_md[keep]
@@ -140,8 +155,8 @@ def _assemble(wire: Wire, rows: ReportRows, keep: I64,
     np.cumsum(count[:-1], out=start[1:])
     n_hops = int(count.sum(dtype=np.int64))
     hops = {name: np.full(n_hops, INVALID[name], dt) for name, dt in _HOP_DTYPES.items()}
-    _stack_hops(wire, rows, keep, start, n_stack, hops)
-    _own_hops(wire, rows, keep, start + n_stack, has_md, hops)
+    stack = _stack_hops(wire, rows, keep, start, n_stack, hops, layouts)
+    own = _own_hops(wire, rows, keep, start + n_stack, has_md, hops, layouts)
     pkt = rows.pkt[keep]
     flags = rows.flags[keep] | np.where(rows.has_int[keep], rows.md_flags[keep] << 4, 0)
     cols: dict[str, Any] = {
@@ -152,90 +167,77 @@ def _assemble(wire: Wire, rows: ReportRows, keep: I64,
         "instructions": np.where(rows.has_int[keep], rows.instr[keep], 0),
         "drop_reason": _drop_reasons(wire, rows, keep), "hop_count": count,
     }
-    return cols | hops
+    lookups = LayoutLookups(stack.hits + own.hits, stack.misses + own.misses,
+                            stack.evictions + own.evictions)
+    return cols | hops, lookups
 
 
 _HOP_DTYPES: Final = {name: np.dtype(dt) for name, dt, _ in HOP_COLUMNS}
-_I = Instruction
-# Per instruction bit, in wire order: (column, byte offset in the item, bytes, 24-bit mask).
-_BIT_FIELDS: Final[dict[int, tuple[tuple[str, int, int, bool], ...]]] = {
-    _I.NODE_ID: (("node_id", 0, 4, False),),
-    _I.L1_PORTS: (("ingress_port", 0, 2, False), ("egress_port", 2, 2, False)),
-    _I.HOP_LATENCY: (("hop_latency_ns", 0, 4, False),),
-    _I.QUEUE: (("queue_id", 0, 1, False), ("queue_occupancy", 0, 4, True)),
-    _I.INGRESS_TS: (("ingress_ts_ns", 0, 8, False),),
-    _I.EGRESS_TS: (("egress_ts_ns", 0, 8, False),),
-    _I.L2_PORTS: (("l2_ingress_port", 0, 4, False), ("l2_egress_port", 4, 4, False)),
-    _I.TX_UTIL: (("egress_tx_util", 0, 4, False),),
-    _I.BUFFER: (("buffer_id", 0, 1, False), ("buffer_occupancy", 0, 4, True)),
-}
-Layout = tuple[tuple[str, int, int, bool], ...]
-_layouts: dict[tuple[int, int, bool], Layout] = {}
-
-
-def _hop_layout(bits: int, hop_bytes: int, *, report_md: bool = False) -> Layout:
-    """Fields of one hop item: (column, byte offset, bytes, 24-bit mask), cached.
-
-    INT-MD items end with the checksum complement (bit 15) at ``hop_bytes - 4``.
-    In report metadata (``report_md``) bit 0 is reserved and bit 15 (queue id
-    and drop reason, the last word) is read apart, by ``_drop_word``.
-    """
-    key = (bits, hop_bytes, report_md)
-    if key not in _layouts:
-        out: list[tuple[str, int, int, bool]] = []
-        offset = 0
-        for bit in (1 << (15 - k) for k in range(15)):
-            if bits & bit:
-                skip = report_md and bit == 0x8000
-                out += [] if skip else [(c, offset + o, n, m) for c, o, n, m in
-                                        _BIT_FIELDS.get(bit, ())]
-                offset += 8 if bit & EIGHT_BYTE_INSTRUCTIONS else 4
-        if bits & 0x0001 and not report_md:
-            out.append(("checksum_complement", hop_bytes - 4, 4, False))
-        _layouts[key] = tuple(out)
-    return _layouts[key]
 
 
 def _stack_hops(wire: Wire, rows: ReportRows, keep: I64, start: I64, n_stack: I64,
-                hops: dict[str, NDArray[Any]]) -> None:
-    """Fill the INT-MD stack hops, one group per (instruction bitmap, hop size)."""
+                hops: dict[str, NDArray[Any]], layouts: LayoutCache) -> LayoutLookups:
+    """Fill the INT-MD stack hops of every layout at once, in path order (wire: newest first)."""
     has = n_stack > 0
     sel, cnt, first = keep[has], n_stack[has], start[has]
-    key = rows.instr[sel].astype(np.int64) << 8 | rows.hop_bytes[sel]
-    for k in np.unique(key).tolist():
-        g = key == k
-        counts = cnt[g]
-        h = np.arange(int(counts.sum())) - np.repeat(np.cumsum(counts) - counts, counts)
-        pos = np.repeat(rows.stack[sel[g]], counts) + h * (k & 0xFF)
-        dest = np.repeat(first[g] + counts - 1, counts) - h
-        for col, off, size, masked in _hop_layout(k >> 8, k & 0xFF):
-            hops[col][dest] = wire.read(pos + off, size, masked)
-        _source_only_complement(wire, rows, sel[g], first[g], k, hops)
-
-
-def _source_only_complement(wire: Wire, rows: ReportRows, sel: I64, first: I64, key: int,
-                            hops: dict[str, NDArray[Any]]) -> None:
-    """Re-read the source hop's checksum complement past its source-only metadata."""
+    if len(sel) == 0:
+        return LayoutLookups()
+    size = rows.hop_bytes[sel]
+    table, lookups = layouts.lookup(layout_key(rows.instr[sel], size))
+    rep = np.repeat(np.arange(len(sel)), cnt)
+    total = len(rep)
+    k = np.arange(total) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+    pos = (rows.stack[sel] + (cnt - 1) * size)[rep] - k * size[rep]
+    dest = first[rep] + k
+    _gather(wire, table, rep, pos, None if total == len(hops["node_id"]) else dest, hops)
     extra = rows.extra[sel]
-    if not key >> 8 & 0x0001 or not extra.any():
-        return
-    x = extra > 0
-    end = rows.stack[sel[x]] + rows.n_hops[sel[x]] * (key & 0xFF) + extra[x]
-    hops["checksum_complement"][first[x]] = wire.read(end - 4, 4, False)
+    late = (extra > 0) & (table[:, CHECKSUM_FIELD] >= 0)
+    if late.any():
+        end = rows.stack[sel[late]] + cnt[late] * size[late] + extra[late]
+        hops["checksum_complement"][first[late]] = wire.read(end - 4, 4)
+    return lookups
+
+
+def _gather(wire: Wire, table: NDArray[np.int16], rep: I64, pos: I64, dest: I64 | None,
+            hops: dict[str, NDArray[Any]]) -> None:
+    """Per field, read the hops whose report's layout (``table[rep]``) has it, into ``dest``
+    (``None``: every hop, in order).
+
+    ``pos`` is each hop's item offset; a field absent from a layout keeps ``INVALID``.
+    """
+    uniform = bool((table == table[0]).all())
+    for f, (col, _, _, size, masked) in enumerate(FIELDS):
+        offset = table[:, f]
+        if uniform or (offset == offset[0]).all():
+            if offset[0] < 0:
+                continue
+            values = wire.read(pos + int(offset[0]), size, masked)
+        elif (offset >= 0).all():
+            values = wire.read(pos + offset[rep], size, masked)
+        else:
+            m = (offset >= 0)[rep]
+            hops[col][m if dest is None else dest[m]] = wire.read(
+                pos[m] + offset[rep[m]], size, masked)
+            continue
+        if dest is None:
+            hops[col][:] = values
+        else:
+            hops[col][dest] = values
 
 
 def _own_hops(wire: Wire, rows: ReportRows, keep: I64, dest: I64, has_md: NDArray[np.bool_],
-              hops: dict[str, NDArray[Any]]) -> None:
+              hops: dict[str, NDArray[Any]], layouts: LayoutCache) -> LayoutLookups:
     """Fill the hop a node reported in its own report metadata (RepMdBits bits 1-8)."""
     sel, at = keep[has_md], dest[has_md]
+    if len(sel) == 0:
+        return LayoutLookups()
     hops["node_id"][at] = wire.node_id[rows.pkt[sel]]
     bits = rows.repmd[sel]
-    for b in np.unique(bits).tolist():
-        g = bits == b
-        for col, off, size, masked in _hop_layout(b, 0, report_md=True):
-            hops[col][at[g]] = wire.read(rows.md_pos[sel[g]] + off, size, masked)
+    table, lookups = layouts.lookup(layout_key(bits, 0, own=True))
+    _gather(wire, table, np.arange(len(sel)), rows.md_pos[sel], at, hops)
     q = (bits & 0x1001) == 0x0001
     hops["queue_id"][at[q]] = wire.read(_drop_word(rows, sel[q]), 1)
+    return lookups
 
 
 def _drop_reasons(wire: Wire, rows: ReportRows, keep: I64) -> NDArray[np.uint8]:

@@ -9,17 +9,26 @@ so a dead switch never holds a slot that answering switches need, every
 an outage is polled again within that. An outage is logged once when it starts,
 with the cause, and once when it ends, with its length; answers from elsewhere
 than asked and frames the sink refuses are counted and logged at most once per
-cause every 30 s, with their count. The first walk, and every
-``describe_every_polls``-th, also reads port names and sensor encodings (see
-:mod:`fabricops.collectors.snmp_decode`); the others read only counters, states
-and sensor values, and only the columns the device has.
+cause every 30 s, with their count.
 
-SNMPv2c goes through a small native client: one UDP socket for every target, an
-answer taken only from the address and port its request went to and with that
-request's id (any other datagram is counted and ignored), parsed by
-``snmp_decode`` (pyasn1 decoding costs ~80 us per varbind, the native parser
-~1 us). SNMPv3 (USM) goes through pysnmp.
-Both clients are in :mod:`fabricops.collectors.snmp_transport`.
+Describe once, then poll values only. The first walk of a target also reads its
+description (port ids, speeds, which columns it has, sensor encodings; see
+:mod:`fabricops.collectors.snmp_decode`); later walks ask only for the dynamic
+columns the device has, plus ``sysUpTime`` and ``ifTableLastChange``. When
+``sysUpTime`` went back (the agent restarted: its counters are reset, not
+wrapped) or ``ifTableLastChange`` moved, the same poll walks the description again
+before decoding; so does every ``describe_every_polls``-th poll if that is set. A
+row the decoder does not use is counted in ``rows_skipped{reason}`` and never
+causes a describe. ``TargetStatus.last_walk`` says what the last poll asked for.
+
+SNMPv1 and SNMPv2c go through a small native client: one UDP socket for every
+target, an answer taken only from the address and port its request went to and
+with that request's id (any other datagram is counted and ignored). SNMPv3 (USM)
+authPriv with MD5, SHA or SHA-256 and AES-128 goes through a native client
+(:mod:`fabricops.collectors.snmp_usm_client`, within 2x of SNMPv2c's CPU), other
+protocols through pysnmp. The other clients are in
+:mod:`fabricops.collectors.snmp_transport`; walks in
+:mod:`fabricops.collectors.snmp_walk`.
 """
 
 from __future__ import annotations
@@ -29,15 +38,19 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from prometheus_client import CollectorRegistry
 
 from fabricops.collectors import snmp_decode as dec
 from fabricops.collectors.snmp_config import SnmpPollerConfig, SnmpTarget, targets_from_inventory
+from fabricops.collectors.snmp_counters import Clocks, Discontinuity
 from fabricops.collectors.snmp_metrics import SnmpMetrics
 from fabricops.collectors.snmp_transport import Peer, PollError, V2cClient, V3Client
+from fabricops.collectors.snmp_usm_client import UsmClient
+from fabricops.collectors.snmp_usm_client import supports as usm_supports
+from fabricops.collectors.snmp_walk import WalkLimits, WalkStats, walk
 from fabricops.core.logthrottle import Outage, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
@@ -56,6 +69,7 @@ class TargetStatus:
     consecutive_failures: int = 0
     last_ok_ns: int = 0
     last_error: str = ""
+    last_walk: WalkStats | None = None  # what the last good poll asked for and got
 
 
 @dataclass
@@ -66,6 +80,7 @@ class _Target:
     since_describe: int = 0
     description: dec.DeviceDescription | None = None
     columns: tuple[Column, ...] = ()
+    clocks: Clocks | None = None
     tracker: dec.CounterTracker = field(default_factory=dec.CounterTracker)
     lock: asyncio.Lock | None = None  # created on the poller's loop
     wake: asyncio.Event | None = None
@@ -99,6 +114,7 @@ class SnmpPoller:
         self._stopping = False
         self._v2c: V2cClient | None = None
         self._v3: V3Client | None = None
+        self._usm: UsmClient | None = None
         self._walks: asyncio.Semaphore | None = None
         self._probes: asyncio.Semaphore | None = None
 
@@ -165,7 +181,11 @@ class SnmpPoller:
             family=socket.AF_INET)
         for state in self._targets.values():
             state.lock, state.wake = asyncio.Lock(), asyncio.Event()
-            if state.target.credentials.version == "v3":
+            if state.target.credentials.version == "v3" and usm_supports(state.target):
+                self._usm = self._usm or await UsmClient.open(
+                    on_malformed=errors.labels("malformed_datagram").inc,
+                    on_unmatched=errors.labels("unmatched_datagram").inc)
+            elif state.target.credentials.version == "v3":
                 self._v3 = self._v3 or V3Client()
                 await self._v3.connect(state.target)
         if schedule:
@@ -183,6 +203,8 @@ class SnmpPoller:
             self._v2c.transport.close()
         if self._v3 is not None:
             self._v3.close()
+        if self._usm is not None:
+            self._usm.close()
 
     def _foreign(self, source: Peer, asked: Peer) -> None:
         """An answer to a request in flight from elsewhere than asked: ignored, counted."""
@@ -229,7 +251,7 @@ class SnmpPoller:
             try:
                 if state.status.up is False:
                     await self._probe(state)
-                ts_ns, samples = await self._collect(state)
+                ts_ns, samples, change, stats = await self._collect(state)
             except PollError as exc:
                 self._failed(state, exc)
                 return
@@ -238,7 +260,7 @@ class SnmpPoller:
                 self._failed(state, PollError(f"{where}: {type(exc).__name__}: {exc}", False))
                 return
             self.metrics.duration.observe(time.perf_counter() - t0)
-            self._publish(state, ts_ns, samples)
+            self._publish(state, ts_ns, samples, change, stats)
 
     async def _probe(self, state: _Target) -> None:
         """One try of one GETNEXT: does a down target answer again?"""
@@ -246,71 +268,85 @@ class SnmpPoller:
         async with self._probes:
             await self._request(state, [SYS_NAME.oid], 0, probe=True)
 
-    async def _collect(self, state: _Target) -> tuple[int, dec.Samples]:
+    async def _collect(self, state: _Target
+                       ) -> tuple[int, dec.Samples, Discontinuity, WalkStats]:
+        """Walk (describing first if due), then decode against the description."""
         assert self._walks is not None
-        describe = state.description is None or not state.columns or \
-            state.since_describe >= self.config.describe_every_polls
-        columns = dec.STATIC_COLUMNS + dec.DYNAMIC_COLUMNS if describe else state.columns
+        every = self.config.describe_every_polls
+        reason = "first" if state.description is None or not state.columns else \
+            "stale" if every is not None and state.since_describe >= every else None
         async with self._walks:
-            tables = await self._walk(state, columns)
+            tables, stats = await self._walk(state, reason is not None)
+            clocks = Clocks.of(tables)
+            change = Discontinuity.between(state.clocks, clocks)
+            if reason is None and change.redescribe:
+                reason = "restart" if change.restarted else "table_change"
+                tables, more = await self._walk(state, True)
+                stats, clocks = stats + more, Clocks.of(tables)
         ts_ns = time.time_ns()
-        if describe:
-            state.description = dec.describe(tables)
+        if reason is not None:
+            self.metrics.describes.labels(reason).inc()
+            state.description = dec.describe(tables, state.target.port_name,
+                                             self.config.port_names_by_vendor)
             state.columns = state.description.columns_to_walk(tables)
             state.since_describe = 0
+            for why, n in state.description.sensors.unmapped.items():  # sensors left out
+                self.metrics.skipped.labels(f"sensor_{why}").inc(n)
         assert state.description is not None
         samples = dec.decode_samples(state.target.device, tables, state.description,
                                      self.config.pfc_fallback_priority)
         state.since_describe += 1
-        if samples.unknown_ports:
-            state.since_describe = self.config.describe_every_polls  # ports renamed or added
-        return ts_ns, samples
+        state.clocks = clocks
+        return ts_ns, samples, change, stats
 
-    async def _walk(self, state: _Target, columns: Sequence[Column]
-                    ) -> dict[Oid, dict[Oid, int | bytes]]:
-        """Rows of ``columns``, walked side by side with GETBULK until each ends."""
-        tables: dict[Oid, dict[Oid, int | bytes]] = {c.oid: {} for c in columns}
-        cursor = {c.oid: c.oid for c in columns}
-        while cursor:
-            cols = list(cursor)
-            reps = max(1, min(self.config.max_repetitions,
-                              self.config.max_varbinds_per_request // len(cols)))
-            rows = await self._request(state, [cursor[c] for c in cols], reps)
-            self.metrics.varbinds.inc(len(rows))
-            ended = set(cols) if not rows else set()
-            for k, (oid, value) in enumerate(rows):
-                col = cols[k % len(cols)]
-                if col in ended:
-                    continue
-                if value is None or oid[:len(col)] != col or oid <= cursor[col]:
-                    ended.add(col)
-                    continue
-                tables[col][oid[len(col):]] = value
-                cursor[col] = oid
-            for col in ended:
-                del cursor[col]
-            if any(len(tables[c]) > self.config.max_rows_per_column for c in cursor):
-                raise PollError(f"{state.target.where}: a column has more than "
-                                f"{self.config.max_rows_per_column} rows", False)
-        return tables
+    async def _walk(self, state: _Target, describe: bool
+                    ) -> tuple[dict[Oid, dict[Oid, int | bytes]], WalkStats]:
+        """One walk of the description and values (``describe``) or of the values only."""
+        t, c = state.target, self.config
+        columns = dec.STATIC_COLUMNS + dec.DYNAMIC_COLUMNS if describe else state.columns
+        scalars = dec.DESCRIBE_SCALARS if describe else dec.SCALARS
+        limits = WalkLimits(t.max_repetitions or c.max_repetitions,
+                            t.max_varbinds_per_request or c.max_varbinds_per_request,
+                            c.max_rows_per_column, t.getnext)
+
+        async def request(oids: list[Oid], non_repeaters: int, reps: int, getnext: bool
+                          ) -> list[dec.Row]:
+            return await self._request(state, oids, reps, non_repeaters=non_repeaters,
+                                       getnext=getnext)
+
+        tables, stats = await walk(request, columns, scalars, limits, t.where)
+        self.metrics.varbinds.inc(stats.varbinds_received)
+        self.metrics.varbinds_requested.inc(stats.varbinds_requested)
+        self.metrics.requests.inc(stats.requests)
+        return tables, replace(stats, described=describe)
 
     async def _request(self, state: _Target, oids: list[Oid], reps: int,
-                       probe: bool = False) -> list[dec.Row]:
+                       probe: bool = False, non_repeaters: int | None = None,
+                       getnext: bool = False) -> list[dec.Row]:
         """One GETBULK (``reps`` 0: one GETNEXT per OID); PollError names what failed."""
         t = state.target
-        client = self._v2c if t.credentials.version == "v2c" else self._v3
+        client = self._v2c if t.credentials.version != "v3" else \
+            self._usm if usm_supports(t) else self._v3
         assert client is not None
-        return await client.bulk(t, oids, 0 if reps else len(oids), reps,
-                                 1 if probe else t.retries + 1)
+        nr = non_repeaters if non_repeaters is not None else 0 if reps else len(oids)
+        return await client.bulk(t, oids, nr, reps, 1 if probe else t.retries + 1,
+                                 getnext=getnext or t.getnext)
 
-    def _publish(self, state: _Target, ts_ns: int, samples: dec.Samples) -> None:
+    def _publish(self, state: _Target, ts_ns: int, samples: dec.Samples,
+                 change: Discontinuity, stats: WalkStats) -> None:
         """Carry counters on, hand the frame to the sink, record a good poll."""
         m = self.metrics
-        counters = state.tracker.update(samples)
+        assert state.description is not None
+        names = state.description.names
+        device = state.target.device
+        reset = frozenset(f"{device}:{names[i]}" for i in change.ports if i in names)
+        counters = state.tracker.update(samples, change.restarted, reset)
         m.wraps.inc(counters.wraps)
         m.resets.inc(counters.resets)
         if samples.malformed:
             m.errors.labels("malformed_row").inc(samples.malformed)
+        for why, n in samples.skip_reasons():
+            m.skipped.labels(why).inc(n)
         error = ""
         if samples.entities:
             state.seq += 1
@@ -327,7 +363,7 @@ class SnmpPoller:
         m.polls.labels("ok").inc()
         self._set_status(state, replace(state.status, up=True, polls=state.status.polls + 1,
                                         consecutive_failures=0, last_ok_ns=ts_ns,
-                                        last_error=error))
+                                        last_error=error, last_walk=stats))
 
     def _failed(self, state: _Target, exc: PollError) -> None:
         m = self.metrics

@@ -4,16 +4,21 @@
 sends and reads (BER, RFC 3416). The poller walks the columns of
 :mod:`fabricops.core.snmp_mib` and hands the rows here as ``Tables``:
 column OID -> {index suffix -> value}, values already plain ``int`` or ``bytes``.
-Port names (ifName) and the type, scale and precision of sensors change rarely;
-``describe`` learns them from a full walk and later walks can skip those columns.
+Port names, speeds, which columns the device has and the type, scale and
+precision of sensors change rarely; ``describe`` learns them from a full walk
+(port ids by the rule of :mod:`fabricops.collectors.snmp_ports`) and later walks
+ask only for ``DeviceDescription.columns_to_walk`` and the ``SCALARS``.
 ``decode_samples`` maps rows to catalogue metrics; entity ids are
-``{device}:{ifName}``. A row whose value its metric cannot take (a counter past
-its 32 or 64 bits, a state outside its enumeration, a sensor reading outside
-``Metric.valid`` or that cannot be converted) is counted as malformed, described
-in ``Samples.problem`` and skipped. ``CounterTracker`` turns each counter into
-one 64-bit series: a Counter32 that wraps is carried past 2**32, and a counter
-that goes back further than a wrap explains (or any Counter64 that goes back) is
-a reset, after which the series restarts from the device's value.
+``{device}:{port id}``. Counters come from the 64-bit HC columns where a port has
+them, else from the 32-bit IF-MIB ones (``FALLBACK_COLUMNS``). A row the decoder
+does not use (an index that is not a plain ifIndex, a priority outside 0..7, a
+port not in the description, a 32-bit row where the HC one exists) is skipped and
+counted in ``Samples.skipped`` by reason; it is no error. A row whose value its
+metric cannot take (a counter past its 32 or 64 bits, a state outside its
+enumeration, a sensor reading outside ``Metric.valid`` or that cannot be
+converted) is counted as malformed, described in ``Samples.problem`` and skipped.
+Counter continuity (wraps, resets, discontinuities) is
+:mod:`fabricops.collectors.snmp_counters`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,16 @@ from functools import cache
 import numpy as np
 import numpy.typing as npt
 
+from fabricops.collectors import snmp_entity, snmp_ports
+from fabricops.collectors.snmp_counters import CounterTracker, CounterUpdate
+from fabricops.collectors.snmp_pdu import (
+    Response,
+    Row,
+    SnmpDecodeError,
+    decode_oid,
+    decode_response,
+    encode_getbulk,
+)
 from fabricops.core import snmp_mib as mib
 from fabricops.core.catalogue import CATALOGUE, PRIORITIES, MetricKind, ValueRange
 from fabricops.core.frame import Frame, Source
@@ -34,49 +49,100 @@ Tables = Mapping[Oid, Mapping[Oid, int | bytes]]
 U64 = npt.NDArray[np.uint64]
 
 STATIC_COLUMNS: tuple[Column, ...] = (
-    mib.IF_NAME, mib.SENSOR_TYPE, mib.SENSOR_SCALE, mib.SENSOR_PRECISION)
+    mib.IF_NAME, mib.IF_DESCR, *snmp_entity.DESCRIBE_COLUMNS, mib.IF_ALIAS, mib.IF_SPEED,
+    mib.IF_HIGH_SPEED)
 PORT_COLUMNS: tuple[Column, ...] = (
     mib.IF_OPER_STATUS, mib.IF_IN_DISCARDS, mib.IF_IN_ERRORS, mib.IF_OUT_DISCARDS,
     mib.DOT3_FCS_ERRORS, mib.IF_HC_IN_OCTETS, mib.IF_HC_IN_UCAST, mib.IF_HC_OUT_OCTETS,
     mib.IF_HC_OUT_UCAST)
 PFC_COLUMNS: tuple[tuple[Column, Column], ...] = (
     (mib.PRIO_REQUESTS, mib.PFC_REQUESTS), (mib.PRIO_INDICATIONS, mib.PFC_INDICATIONS))
+FALLBACK_COLUMNS: tuple[tuple[Column, Column], ...] = (  # HC column, its 32-bit stand-in
+    (mib.IF_HC_IN_OCTETS, mib.IF_IN_OCTETS), (mib.IF_HC_IN_UCAST, mib.IF_IN_UCAST),
+    (mib.IF_HC_OUT_OCTETS, mib.IF_OUT_OCTETS), (mib.IF_HC_OUT_UCAST, mib.IF_OUT_UCAST))
 DYNAMIC_COLUMNS: tuple[Column, ...] = (
-    *PORT_COLUMNS, *(c for pair in PFC_COLUMNS for c in pair), mib.SENSOR_VALUE)
-_HALF_32 = 1 << 31
+    *PORT_COLUMNS, *(c for pair in PFC_COLUMNS for c in pair), *snmp_entity.VALUE_COLUMNS,
+    *(c32 for _, c32 in FALLBACK_COLUMNS), mib.IF_COUNTER_DISCONTINUITY)
+SCALARS: tuple[Column, ...] = (mib.SYS_UPTIME, mib.IF_TABLE_LAST_CHANGE)  # every poll
+DESCRIBE_SCALARS: tuple[Column, ...] = (*SCALARS, mib.SYS_OBJECT_ID)
+_IF_INDEXED: tuple[Column, ...] = (
+    *PORT_COLUMNS, *(c32 for _, c32 in FALLBACK_COLUMNS), *snmp_ports.NAME_SOURCES,
+    mib.IF_SPEED, mib.IF_HIGH_SPEED, mib.PFC_REQUESTS, mib.PFC_INDICATIONS,
+    mib.PRIO_REQUESTS, mib.PRIO_INDICATIONS)
+_MAX_IF_SPEED = 0xFFFFFFFF  # ifSpeed saturates here; ifHighSpeed says more
 
 
 @dataclass(frozen=True)
 class DeviceDescription:
-    """What rarely changes on a device: port names and sensor encodings."""
+    """What rarely changes on a device: port ids, speeds, sensors, clocks.
 
-    names: dict[int, str] = field(default_factory=dict)  # ifIndex -> ifName
-    sensors: dict[int, tuple[int, int, int]] = field(default_factory=dict)  # type, scale, prec
+    ``uptime_ticks`` and ``table_last_change`` are ``sysUpTime`` and
+    ``ifTableLastChange`` when it was described (None: the agent has none).
+    """
+
+    names: dict[int, str] = field(default_factory=dict)  # ifIndex -> port id
+    sensors: snmp_entity.SensorMap = field(default_factory=snmp_entity.SensorMap)
+    speeds_bps: dict[int, int] = field(default_factory=dict)  # ifHighSpeed, else ifSpeed
+    uptime_ticks: int | None = None
+    table_last_change: int | None = None
 
     def columns_to_walk(self, tables: Tables) -> tuple[Column, ...]:
         """The dynamic columns worth walking on this device, given a full walk's rows.
 
-        Columns without rows are skipped, and the IEEE per-interface PFC totals too
-        when per-priority counters exist.
+        Columns without rows are skipped, the IEEE per-interface PFC totals when
+        per-priority counters exist, and a 32-bit counter column when its HC column
+        has a row for every port it lists.
         """
-        have = {c for c in DYNAMIC_COLUMNS if tables.get(c.oid)}
+        have = {c for c in DYNAMIC_COLUMNS if tables.get(c.oid)
+                and c not in snmp_entity.VALUE_COLUMNS} | set(self.sensors.columns)
         for per_prio, total in PFC_COLUMNS:
             if per_prio in have:
                 have.discard(total)
+        for hc, c32 in FALLBACK_COLUMNS:
+            if c32 in have and set(tables[c32.oid]) <= set(tables.get(hc.oid, {})):
+                have.discard(c32)
         return tuple(c for c in DYNAMIC_COLUMNS if c in have)
 
 
-def describe(tables: Tables) -> DeviceDescription:
-    """Port names and sensor encodings from a walk of ``STATIC_COLUMNS``."""
-    names = {idx[0]: _text(v) or f"ifindex{idx[0]}"
-             for idx, v in tables.get(mib.IF_NAME.oid, {}).items() if len(idx) == 1}
-    meta = [tables.get(c.oid, {}) for c in STATIC_COLUMNS[1:]]
-    sensors = {}
-    for idx, kind in meta[0].items():
-        scale, precision = meta[1].get(idx), meta[2].get(idx)
-        if len(idx) == 1 and all(isinstance(v, int) for v in (kind, scale, precision)):
-            sensors[idx[0]] = (int(kind), int(scale), int(precision))  # type: ignore[arg-type]
-    return DeviceDescription(names, sensors)
+def describe(tables: Tables, template: str | None = None,
+             vendor_templates: Mapping[str, str] | None = None) -> DeviceDescription:
+    """The description of a device from a full walk (``STATIC_COLUMNS``, ``DYNAMIC_COLUMNS``
+    and ``DESCRIBE_SCALARS``); ``template`` (else a matching one of ``vendor_templates``,
+    keyed by dotted ``sysObjectID`` prefix) names the ports."""
+    if template is None and vendor_templates:
+        template = snmp_ports.vendor_template(_scalar_oid(tables, mib.SYS_OBJECT_ID),
+                                              vendor_templates)
+    if_indexes = {idx[0] for c in _IF_INDEXED for idx in tables.get(c.oid, {}) if idx}
+    sources = {c.name: {idx[0]: v for idx, v in tables.get(c.oid, {}).items() if len(idx) == 1}
+               for c in snmp_ports.NAME_SOURCES}
+    names = snmp_ports.port_names(if_indexes, sources, template)
+    return DeviceDescription(names, snmp_entity.learn_sensors(tables), _speeds(tables),
+                             scalar(tables, mib.SYS_UPTIME),
+                             scalar(tables, mib.IF_TABLE_LAST_CHANGE))
+
+
+def scalar(tables: Tables, column: Column) -> int | None:
+    """The integer value of scalar ``column`` (instance .0) in ``tables``, if any."""
+    value = tables.get(column.oid, {}).get((0,))
+    return value if isinstance(value, int) else None
+
+
+def _scalar_oid(tables: Tables, column: Column) -> Oid | None:
+    value = tables.get(column.oid, {}).get((0,))
+    try:
+        return decode_oid(value) if isinstance(value, bytes) and value else None
+    except ValueError:
+        return None
+
+
+def _speeds(tables: Tables) -> dict[int, int]:
+    """Port speeds in bits/s: ifHighSpeed (Mb/s) where non-zero, else ifSpeed."""
+    speeds = {idx[0]: v for idx, v in tables.get(mib.IF_SPEED.oid, {}).items()
+              if len(idx) == 1 and isinstance(v, int) and 0 <= v <= _MAX_IF_SPEED}
+    for idx, v in tables.get(mib.IF_HIGH_SPEED.oid, {}).items():
+        if len(idx) == 1 and isinstance(v, int) and 0 < v <= _MAX_IF_SPEED:
+            speeds[idx[0]] = v * 1_000_000
+    return speeds
 
 
 @dataclass
@@ -90,6 +156,17 @@ class Samples:
     unknown_ports: int = 0  # rows of an ifIndex without a known name
     malformed: int = 0  # rows of the wrong type or index shape, or out of their metric's range
     problem: str | None = None  # the first malformed row, described
+    skipped: dict[str, int] = field(default_factory=dict)  # port rows not used, by reason
+
+    def skip(self, reason: str, rows: int = 1) -> None:
+        """Count ``rows`` port rows set aside for ``reason`` (no error)."""
+        self.skipped[reason] = self.skipped.get(reason, 0) + rows
+
+    def skip_reasons(self) -> list[tuple[str, int]]:
+        """Every row set aside, by reason (sensor rows' reasons prefixed ``sensor_``)."""
+        return [*self.skipped.items(),
+                *((f"sensor_{why}", n) for why, n in self.sensor_skipped.items())]
+    sensor_skipped: dict[str, int] = field(default_factory=dict)  # reason -> sensor rows
 
 
 def decode_samples(device: str, tables: Tables, desc: DeviceDescription,
@@ -104,6 +181,13 @@ def decode_samples(device: str, tables: Tables, desc: DeviceDescription,
     for col in PORT_COLUMNS:
         for idx, v in tables.get(col.oid, {}).items():
             _add(rows, out, idx, col.metric or "", v, col.width_bits)
+    for hc, c32 in FALLBACK_COLUMNS:
+        has_hc = tables.get(hc.oid, {})
+        for idx, v in tables.get(c32.oid, {}).items():
+            if idx in has_hc:
+                out.skip("superseded_by_hc_counter")
+            else:
+                _add(rows, out, idx, c32.metric or "", v, 32)
     for per_prio, total in PFC_COLUMNS:
         seen = set()
         for idx, v in tables.get(per_prio.oid, {}).items():
@@ -111,31 +195,39 @@ def decode_samples(device: str, tables: Tables, desc: DeviceDescription,
                 seen.add(idx[0])
                 _add(rows, out, idx[:1], f"{per_prio.metric}{{prio={idx[1]}}}", v, 64)
             else:
-                out.malformed += 1
+                out.skip("index_not_ifindex_priority")
         if pfc_fallback_priority is not None:
             metric = f"{total.metric}{{prio={pfc_fallback_priority}}}"
             for idx, v in tables.get(total.oid, {}).items():
                 if idx[:1] and idx[0] not in seen:
                     _add(rows, out, idx, metric, v, 32)
-    _add_sensors(rows, out, tables.get(mib.SENSOR_VALUE.oid, {}), desc)
+    chassis = _add_sensors(rows, out, tables, desc)
     for ifx in sorted(rows):
         ifname = desc.names.get(ifx)
         if ifname is None:
             out.unknown_ports += len(rows[ifx])
+            out.skip("port_not_described", len(rows[ifx]))
             continue
         for name, value, width in rows[ifx]:
             out.entities.append(f"{device}:{ifname}")
             out.metrics.append(name)
             out.values.append(value)
             out.widths.append(width)
+    for name, value in chassis:
+        out.entities.append(device)
+        out.metrics.append(name)
+        out.values.append(value)
+        out.widths.append(0)
     return out
 
 
 def _add(rows: dict[int, list[tuple[str, int | float, int]]], out: Samples, idx: Oid,
          metric: str, value: int | bytes, width: int) -> None:
-    if len(idx) != 1 or not isinstance(value, int):
-        what = "index is not one ifIndex" if len(idx) != 1 else f"{value!r:.40} is not a number"
-        _malformed(out, f"{metric} row {idx}: {what}")
+    if len(idx) != 1:
+        out.skip("index_not_ifindex")
+        return
+    if not isinstance(value, int):
+        _malformed(out, f"{metric} row {idx}: {value!r:.40} is not a number")
         return
     valid = _valid(metric, width)
     if value not in valid:
@@ -159,208 +251,20 @@ def _valid(metric: str, width: int) -> ValueRange:
 
 
 def _add_sensors(rows: dict[int, list[tuple[str, int | float, int]]], out: Samples,
-                 values: Mapping[Oid, int | bytes], desc: DeviceDescription) -> None:
-    for idx, raw in values.items():
-        port = mib.sensor_port(idx[0]) if len(idx) == 1 else None
-        meta = desc.sensors.get(idx[0]) if port else None
-        if port is None or meta is None:
-            continue  # not a port optics sensor, or one not described yet
-        reading = _sensor_reading(raw, meta)
-        valid = CATALOGUE.by_name(port[1].metric).valid
-        if reading is None or reading not in valid:
-            got = "no value" if reading is None else f"{reading:g}, outside {valid}"
-            _malformed(out, f"{port[1].metric} of sensor {idx[0]}: reading {raw!r:.40} with "
-                       f"(type, scale, precision) {meta} gives {got}")
-            continue
-        rows.setdefault(port[0], []).append((port[1].metric, reading, 0))
-
-
-def _sensor_reading(raw: int | bytes, meta: tuple[int, int, int]) -> float | None:
-    """The catalogue value of a sensor row, or None if it has none (bad type or scale)."""
-    if not isinstance(raw, int):
-        return None
-    try:
-        return mib.decode_sensor(raw, *meta)
-    except (OverflowError, ValueError):  # a scale or precision no sensor has
-        return None
-
-
-def _text(value: int | bytes) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-@dataclass(frozen=True)
-class CounterUpdate:
-    """Counters carried to 64 bits, and how many wrapped or reset since the last poll."""
-
-    values: list[int | float]
-    wraps: int
-    resets: int
-
-
-class CounterTracker:
-    """Keeps one device's counters continuous across polls (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._keys: list[tuple[str, str]] = []
-        self._last = np.zeros(0, np.uint64)
-        self._total = np.zeros(0, np.uint64)
-
-    def update(self, samples: Samples) -> CounterUpdate:
-        """Carry ``samples``' counters on from the previous poll; other values pass."""
-        width = np.array(samples.widths, np.uint8)
-        counter = np.flatnonzero(width > 0)
-        keys = [(samples.entities[i], samples.metrics[i]) for i in counter.tolist()]
-        raw = np.array([samples.values[i] for i in counter.tolist()], np.uint64)
-        last, total, known = self._previous(keys)
-        back = known & (raw < last)
-        wrap = back & (width[counter] == 32) & (last - raw >= _HALF_32)
-        reset = back & ~wrap
-        step = np.where(wrap, raw + np.uint64(1 << 32) - last, raw - last)
-        total = np.where(known & ~reset, total + step, raw)
-        self._keys, self._last, self._total = keys, raw, total
-        values = list(samples.values)
-        for i, v in zip(counter.tolist(), total.tolist(), strict=True):
-            values[i] = v
-        return CounterUpdate(values, int(wrap.sum()), int(reset.sum()))
-
-    def _previous(self, keys: list[tuple[str, str]]) -> tuple[U64, U64, npt.NDArray[np.bool_]]:
-        """Last raw value and 64-bit total per key, and which keys were seen before."""
-        if keys == self._keys:
-            return self._last, self._total, np.ones(len(keys), bool)
-        where = {k: i for i, k in enumerate(self._keys)}
-        pos = np.array([where.get(k, -1) for k in keys], np.int64)
-        known = pos >= 0
-        take = np.where(known, pos, 0)
-        empty = np.zeros(len(keys), np.uint64)
-        if not len(self._keys):
-            return empty, empty, known
-        return (np.where(known, self._last[take], 0).astype(np.uint64),
-                np.where(known, self._total[take], 0).astype(np.uint64), known)
-
-
-# --- SNMPv2c messages -----------------------------------------------------------------
-
-Row = tuple[Oid, int | bytes | None]  # None: noSuchObject, noSuchInstance, endOfMibView, NULL
-_GETBULK, _RESPONSE = 0xA5, 0xA2
-_UNSIGNED = frozenset((0x41, 0x42, 0x43, 0x46))  # Counter32, Gauge32, TimeTicks, Counter64
-_NO_VALUE = frozenset((0x05, 0x80, 0x81, 0x82))
-
-
-class SnmpDecodeError(ValueError):
-    """A datagram that is not a well-formed SNMPv2c response; the message says why."""
-
-
-@dataclass(frozen=True)
-class Response:
-    """A decoded SNMPv2c Response-PDU."""
-
-    request_id: int
-    error_status: int
-    error_index: int
-    rows: list[Row]
-
-
-def encode_getbulk(community: bytes, request_id: int, oids: Sequence[Oid],
-                   non_repeaters: int, max_repetitions: int) -> bytes:
-    """An SNMPv2c GetBulkRequest for ``oids`` (values NULL)."""
-    varbinds = b"".join(mib.ber_tlv(0x30, mib.ber_oid(o) + b"\x05\x00") for o in oids)
-    pdu = b"".join(mib.ber_value(mib.Syntax.INTEGER, v)
-                   for v in (request_id, non_repeaters, max_repetitions))
-    body = mib.ber_value(mib.Syntax.INTEGER, 1) + mib.ber_tlv(0x04, community) + \
-        mib.ber_tlv(_GETBULK, pdu + mib.ber_tlv(0x30, varbinds))
-    return mib.ber_tlv(0x30, body)
-
-
-def decode_response(data: bytes) -> Response:
-    """Parse an SNMPv2c Response-PDU; SnmpDecodeError names the defect."""
-    try:
-        return _decode_response(data)
-    except (IndexError, ValueError) as exc:
-        raise SnmpDecodeError(f"malformed SNMPv2c response ({len(data)} bytes): {exc}"
-                              ) from None
-
-
-def _decode_response(data: bytes) -> Response:
-    i, end = _enter(data, 0, 0x30, len(data))
-    version, i = _integer(data, i, end)
-    i = _skip(data, i, end, 0x04)
-    i, end = _enter(data, i, _RESPONSE, end)
-    if version != 1:
-        raise ValueError(f"version {version} is not SNMPv2c")
-    request_id, i = _integer(data, i, end)
-    status, i = _integer(data, i, end)
-    index, i = _integer(data, i, end)
-    i, end = _enter(data, i, 0x30, end)
-    rows: list[Row] = []
-    while i < end:
-        j, i = _enter(data, i, 0x30, end)
-        k, j = _enter(data, j, 0x06, i)
-        oid = decode_oid(data[k:j])
-        tag = data[j]
-        k, j = _enter(data, j, tag, i)
-        rows.append((oid, _value(tag, data[k:j])))
-    return Response(request_id, status, index, rows)
-
-
-def _enter(data: bytes, i: int, tag: int, limit: int) -> tuple[int, int]:
-    """(start, end) of the contents of the TLV at ``i``, which must have ``tag``."""
-    if data[i] != tag:
-        raise ValueError(f"tag 0x{data[i]:02x} at offset {i}, expected 0x{tag:02x}")
-    n, i = data[i + 1], i + 2
-    if n & 0x80:
-        k = n & 0x7F
-        if k == 0 or k > 4:
-            raise ValueError(f"unsupported length form at offset {i - 1}")
-        n, i = int.from_bytes(data[i:i + k], "big"), i + k
-    if i + n > limit:
-        raise ValueError(f"length {n} at offset {i} runs past its container")
-    return i, i + n
-
-
-def _skip(data: bytes, i: int, limit: int, tag: int) -> int:
-    return _enter(data, i, tag, limit)[1]
-
-
-def _integer(data: bytes, i: int, limit: int) -> tuple[int, int]:
-    start, end = _enter(data, i, 0x02, limit)
-    return int.from_bytes(data[start:end], "big", signed=True), end
-
-
-def _value(tag: int, content: bytes) -> int | bytes | None:
-    if tag == 0x02:
-        return int.from_bytes(content, "big", signed=True)
-    if tag in _UNSIGNED:
-        return int.from_bytes(content, "big")
-    return None if tag in _NO_VALUE else bytes(content)
-
-
-_oid_cache: dict[bytes, Oid] = {}
-_OID_CACHE_MAX = 1 << 18
-
-
-def decode_oid(content: bytes) -> Oid:
-    """An OID from the contents octets of its BER encoding (recent ones are cached)."""
-    oid = _oid_cache.get(content)
-    if oid is None:
-        if len(_oid_cache) >= _OID_CACHE_MAX:
-            _oid_cache.clear()
-        oid = _oid_cache[content] = _parse_oid(content)
-    return oid
-
-
-def _parse_oid(content: bytes) -> Oid:
-    subids, acc = [], 0
-    for b in content:
-        acc = (acc << 7) | (b & 0x7F)
-        if not b & 0x80:
-            subids.append(acc)
-            acc = 0
-    if not subids or content[-1] & 0x80:
-        raise ValueError("truncated OBJECT IDENTIFIER")
-    first = subids[0]
-    head = (first // 40, first % 40) if first < 80 else (2, first - 80)
-    return (*head, *subids[1:])
+                 tables: Tables, desc: DeviceDescription) -> list[tuple[str, float]]:
+    """Port optics into ``rows``; the chassis sensors of the switch are returned."""
+    readings = snmp_entity.read_sensors(tables, desc.sensors)
+    if readings.malformed:
+        out.malformed += readings.malformed
+        out.problem = out.problem or readings.problem
+    out.sensor_skipped = readings.skipped
+    chassis = []
+    for (port, metric), value in sorted(readings.values.items()):
+        if port == snmp_entity.SWITCH:
+            chassis.append((metric, value))
+        else:
+            rows.setdefault(port, []).append((metric, value, 0))
+    return chassis
 
 
 def build_frame(device: str, ts_ns: int, seq: int, samples: Samples,
@@ -371,7 +275,8 @@ def build_frame(device: str, ts_ns: int, seq: int, samples: Samples,
 
 
 __all__ = [
-    "DYNAMIC_COLUMNS", "STATIC_COLUMNS", "CounterTracker", "CounterUpdate",
+    "DESCRIBE_SCALARS", "DYNAMIC_COLUMNS", "FALLBACK_COLUMNS", "SCALARS", "STATIC_COLUMNS",
+    "CounterTracker", "CounterUpdate",
     "DeviceDescription", "Response", "Row", "Samples", "SnmpDecodeError", "Tables",
     "build_frame", "decode_oid", "decode_response", "decode_samples", "describe",
     "encode_getbulk",

@@ -13,6 +13,14 @@ class SnmpMetrics:
     ``malformed_datagram`` (not an SNMPv2c response), ``foreign_datagram`` (a
     request-id in flight answered from another address or port: ignored),
     ``unmatched_datagram`` (no such request in flight: a late answer, or junk).
+    A healthy device adds to none of them.
+
+    ``rows_skipped`` counts rows the decoder does not use, by ``reason`` (an index
+    that is not a plain ifIndex, a priority outside 0..7, a port not described, a
+    32-bit counter row where the 64-bit one exists, sensors it cannot place): no
+    error, and no cause to describe the device again. ``describes`` counts device
+    descriptions by ``reason``: ``first``, ``restart`` (sysUpTime went back),
+    ``table_change`` (ifTableLastChange moved), ``stale`` (describe_every_polls).
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:
@@ -23,6 +31,13 @@ class SnmpMetrics:
         self.polls = Counter(f"{p}polls", "Polls by result", ["result"], registry=r)
         self.samples = Counter(f"{p}samples", "Samples published", registry=r)
         self.varbinds = Counter(f"{p}varbinds", "Variable bindings received", registry=r)
+        self.varbinds_requested = Counter(
+            f"{p}varbinds_requested", "Most variable bindings the requests asked for", registry=r)
+        self.requests = Counter(f"{p}requests", "Requests answered or refused", registry=r)
+        self.skipped = Counter(f"{p}rows_skipped", "Rows not used, by reason", ["reason"],
+                               registry=r)
+        self.describes = Counter(f"{p}describes", "Device descriptions, by reason", ["reason"],
+                                 registry=r)
         self.timeouts = Counter(f"{p}timeouts", "Polls that timed out", registry=r)
         self.errors = Counter(f"{p}errors", "Errors by cause", ["cause"], registry=r)
         self.duration = Histogram(f"{p}poll_duration_seconds", "Walk duration", registry=r)

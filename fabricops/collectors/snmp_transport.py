@@ -1,10 +1,14 @@
-"""Transport clients of the SNMP poller: GETBULK to one target, answer as rows.
+"""Transport clients of the SNMP poller: one GETBULK or GETNEXT to a target, answer as rows.
 
-SNMPv2c goes through a small native client: one UDP socket for every target,
-answers matched by request-id and by the address and port asked, parsed by
-``snmp_decode`` (pyasn1 decoding costs ~80 us per varbind, the native parser
-~1 us). SNMPv3 (USM) goes through pysnmp.
-Both raise :class:`PollError` naming the target and the cause.
+SNMPv1 and SNMPv2c go through a small native client: one UDP socket for every
+target, answers matched by request-id and by the address and port asked, parsed by
+:mod:`fabricops.collectors.snmp_pdu` (pyasn1 decoding costs ~80 us per varbind, the
+native parser ~1 us). SNMPv3 (USM) goes through pysnmp; its first request to a
+target (engine discovery) gets ``engine_discovery_tries`` tries, so an agent slow
+to answer it first is not taken for a dead one. Both raise :class:`PollError`
+naming the target and the cause; an error-status answered by the agent is an
+:class:`AgentError` carrying the status and index (the walk uses it: SNMPv1 ends a
+GETNEXT walk with noSuchName).
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from pysnmp.hlapi.v3arch.asyncio import (
     UdpTransportTarget,
     UsmUserData,
     bulk_cmd,
+    next_cmd,
 )
 from pysnmp.proto import errind, rfc1905
 
 from fabricops.collectors import snmp_decode as dec
+from fabricops.collectors import snmp_pdu as pdu
 from fabricops.core.snmp_mib import Oid
 
 if TYPE_CHECKING:
@@ -51,6 +57,15 @@ class PollError(Exception):
     def __init__(self, message: str, timeout: bool) -> None:
         super().__init__(message)
         self.timeout = timeout
+
+
+class AgentError(PollError):
+    """The agent answered with an error-status (``index``: 1-based varbind, 0 none)."""
+
+    def __init__(self, message: str, status: int, index: int) -> None:
+        super().__init__(message, False)
+        self.status = status
+        self.index = index
 
 
 class V2cClient(asyncio.DatagramProtocol):
@@ -106,18 +121,21 @@ class V2cClient(asyncio.DatagramProtocol):
         return address, t.port
 
     async def bulk(self, t: SnmpTarget, oids: list[Oid], non_repeaters: int, reps: int,
-                   tries: int) -> list[dec.Row]:
-        """One GETBULK to ``t``; PollError if no answer in ``tries`` or an error-status."""
+                   tries: int, getnext: bool = False) -> list[dec.Row]:
+        """One GETBULK (or GETNEXT) to ``t``; PollError if no answer in ``tries``,
+        AgentError for an error-status."""
         assert self.transport is not None
         community = (t.credentials.community or "").encode()
+        version = pdu.V1 if t.credentials.version == "v1" else pdu.V2C
+        kind = pdu.GETNEXT if getnext or version == pdu.V1 else pdu.GETBULK
         for _ in range(tries):
             self._next_id = self._next_id % ((1 << 31) - 1) + 1
             rid = self._next_id
             future: asyncio.Future[dec.Response] = asyncio.get_running_loop().create_future()
             peer = self._peer(t)
             self._pending[rid] = (future, peer)
-            self.transport.sendto(
-                dec.encode_getbulk(community, rid, oids, non_repeaters, reps), peer)
+            self.transport.sendto(pdu.encode_request(version, community, rid, oids,
+                                                     non_repeaters, reps, kind), peer)
             try:
                 async with asyncio.timeout(t.timeout_s):
                     response = await future
@@ -126,9 +144,9 @@ class V2cClient(asyncio.DatagramProtocol):
             finally:
                 self._pending.pop(rid, None)
             if response.error_status:
-                raise PollError(f"{t.where}: agent answered error-status "
-                                f"{response.error_status} at varbind {response.error_index}",
-                                False)
+                raise AgentError(f"{t.where}: agent answered error-status "
+                                 f"{response.error_status} at varbind {response.error_index}",
+                                 response.error_status, response.error_index)
             return response.rows
         raise PollError(f"{t.where}: no answer in {tries} tries of {t.timeout_s} s", True)
 
@@ -138,7 +156,8 @@ class V3Client:
 
     def __init__(self) -> None:
         self.engine = SnmpEngine()
-        self._peers: dict[str, tuple[Any, Any, Any, Any]] = {}
+        self._peers: dict[str, tuple[Any, Any, Any, Any, Any]] = {}
+        self._answered: set[str] = set()
 
     async def connect(self, t: SnmpTarget) -> None:
         """Credentials, context and transports (with and without retries) of ``t``."""
@@ -150,7 +169,10 @@ class V3Client:
         self._peers[t.device] = (
             auth, context,
             await UdpTransportTarget.create(address, timeout=t.timeout_s, retries=t.retries),
-            await UdpTransportTarget.create(address, timeout=t.timeout_s, retries=0))
+            await UdpTransportTarget.create(address, timeout=t.timeout_s, retries=0),
+            await UdpTransportTarget.create(
+                address, timeout=t.timeout_s,
+                retries=max(t.retries, t.engine_discovery_tries - 1)))
 
     def close(self) -> None:
         """Close the engine's socket first, so no late answer reaches a closed engine."""
@@ -160,21 +182,33 @@ class V3Client:
         self.engine.close_dispatcher()
 
     async def bulk(self, t: SnmpTarget, oids: list[Oid], non_repeaters: int, reps: int,
-                   tries: int) -> list[dec.Row]:
-        auth, context, transport, once = self._peers[t.device]
+                   tries: int, getnext: bool = False) -> list[dec.Row]:
+        """One GETBULK (or GETNEXT) to ``t``; the first one to ``t`` discovers its engine."""
+        auth, context, transport, once, discovery = self._peers[t.device]
+        first = t.device not in self._answered
+        if first:
+            transport, once = discovery, discovery
+            tries = max(tries, t.engine_discovery_tries)
+        objects = [ObjectType(ObjectIdentity(oid)) for oid in oids]
+        target = transport if tries > 1 else once
         try:
-            ind, status, index, varbinds = await bulk_cmd(
-                self.engine, auth, transport if tries > 1 else once, context, non_repeaters,
-                reps, *(ObjectType(ObjectIdentity(oid)) for oid in oids), lookupMib=False)
+            if getnext:
+                ind, status, index, varbinds = await next_cmd(
+                    self.engine, auth, target, context, *objects, lookupMib=False)
+            else:
+                ind, status, index, varbinds = await bulk_cmd(
+                    self.engine, auth, target, context, non_repeaters, reps, *objects,
+                    lookupMib=False)
         except Exception as exc:  # pysnmp raises for unusable responses; named here
             raise PollError(f"{t.where}: {type(exc).__name__}: {exc}", False) from exc
         if ind:
             timeout = isinstance(ind, errind.RequestTimedOut)
             cause = f"no answer in {tries} tries of {t.timeout_s} s" if timeout else str(ind)
             raise PollError(f"{t.where}: {cause}", timeout)
+        self._answered.add(t.device)
         if status:
-            raise PollError(f"{t.where}: agent answered {status.prettyPrint()} at "
-                            f"varbind {int(index)}", False)
+            raise AgentError(f"{t.where}: agent answered {status.prettyPrint()} at "
+                             f"varbind {int(index)}", int(status), int(index))
         return [(tuple(name), _plain(value)) for name, value in varbinds]
 
 
@@ -189,4 +223,4 @@ def _plain(value: Any) -> int | bytes | None:
     return None
 
 
-__all__ = ["PollError", "V2cClient", "V3Client"]
+__all__ = ["AgentError", "PollError", "V2cClient", "V3Client"]

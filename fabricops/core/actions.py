@@ -63,6 +63,8 @@ class ActionKind(StrEnum):
     RELABEL_FLOWS = "relabel_flows"  # new UDP source ports, so ECMP re-hashes the flows
     FIX_HASH = "fix_hash"  # a switch's ECMP hash back on L3+L4 (the UDP source port too)
     REPLACE_NODE = "replace_node"  # drain a host from its job, attach a spare
+    RESTORE_CONFIG = "restore_config"  # settings a diagnosis names back to their intent
+    APPLY_CONFIG = "apply_config"  # a device's running configuration made to match its intent
     TICKET = "ticket"  # nothing to change automatically: tell a person
 
 
@@ -79,6 +81,7 @@ class StepOp(StrEnum):
     ATTACH_SPARE = "attach_spare"  # target: job; result: host
     RELEASE_SPARE = "release_spare"  # target: host; params: job
     TICKET = "ticket"  # target: entity; params: summary
+    SET_CONFIG = "set_config"  # target: device; params: setting key -> value (roce_settings)
 
 
 Param = str | int | float | bool

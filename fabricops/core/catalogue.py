@@ -39,6 +39,7 @@ class Scope(StrEnum):
     PORT = "port"
     NIC = "nic"
     INT_HOP = "int_hop"
+    SWITCH = "switch"  # the device itself: chassis sensors
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ OPTICAL_POWER_DBM: Final = ValueRange(-100.0, 30.0)
 """Down to a dark receiver (``snmp_mib.DARK_DBM``, -60) and the 0.1 nW step of a watts
 sensor (-70 dBm); no transceiver sends 1 W (+30 dBm)."""
 TEMPERATURE_C: Final = ValueRange(-60.0, 200.0)
+BIAS_CURRENT_MA: Final = ValueRange(0.0, 500.0)
+SUPPLY_VOLTAGE_V: Final = ValueRange(0.0, 20.0)
+FAN_SPEED_RPM: Final = ValueRange(0.0, 100_000.0)
+PSU_POWER_W: Final = ValueRange(0.0, 100_000.0)
 IF_OPER_STATUS: Final = ValueRange(1, 7)
 """IF-MIB ifOperStatus: up(1) .. lowerLayerDown(7)."""
 
@@ -167,6 +172,7 @@ def _fam(
 
 C, G, S = MetricKind.COUNTER, MetricKind.GAUGE, MetricKind.STATE
 P, N, H = Scope.PORT, Scope.NIC, Scope.INT_HOP
+W = Scope.SWITCH
 
 FAMILIES: tuple[MetricFamily, ...] = (
     _fam("in_octets", C, "bytes", P, 1, "Octets received, errored frames included",
@@ -207,6 +213,16 @@ FAMILIES: tuple[MetricFamily, ...] = (
     _fam("temperature_c", G, "celsius", P, 34, "Transceiver temperature",
          snmp=_SENSOR, oc="/components/component/state/temperature/instant",
          valid=TEMPERATURE_C),
+    _fam("tx_bias_ma", G, "mA", P, 35, "Transceiver laser bias current (highest lane)",
+         snmp=_SENSOR, valid=BIAS_CURRENT_MA),
+    _fam("supply_voltage_v", G, "V", P, 36, "Transceiver supply voltage",
+         snmp=_SENSOR, valid=SUPPLY_VOLTAGE_V),
+    _fam("fan_speed_rpm", G, "rpm", W, 37, "Slowest chassis fan", snmp=_SENSOR,
+         valid=FAN_SPEED_RPM),
+    _fam("chassis_temperature_c", G, "celsius", W, 38, "Hottest chassis temperature sensor",
+         snmp=_SENSOR, valid=TEMPERATURE_C),
+    _fam("psu_power_w", G, "W", W, 39, "Power drawn, summed over power supplies",
+         snmp=_SENSOR, valid=PSU_POWER_W),
     _fam("cnp_sent", C, "packets", N, 40, "Congestion notification packets sent (as receiver)",
          oc=f"{_OC_NIC}/cnp-sent"),
     _fam("cnp_handled", C, "packets", N, 41, "CNPs received and acted on (as sender)",

@@ -25,6 +25,21 @@ class FaultType(StrEnum):
     ECN_MISCONFIG = "ecn_misconfig"
 
 
+class SettingFault(StrEnum):
+    """Faults that change one setting of a device's running configuration.
+
+    The twin obeys its running configuration, so each has the symptoms of the
+    wrong value; a configuration check names the setting, and restoring the
+    intended value ends it. They are not classes of the RCA model.
+    """
+
+    PFC_PRIORITY_MISMATCH = "pfc_priority_mismatch"
+    MTU_MISMATCH = "mtu_mismatch"
+    ECN_THRESHOLD = "ecn_threshold"
+    HEADROOM_SHORT = "headroom_short"
+    HASH_SEED_EQUAL = "hash_seed_equal"
+
+
 Target = Literal["link", "nic", "host_or_nic", "switch"]
 TARGETS: dict[FaultType, Target] = {
     FaultType.LINK_DOWN: "link",
@@ -39,4 +54,11 @@ TARGETS: dict[FaultType, Target] = {
     FaultType.NIC_DOWN: "nic",
     FaultType.INCAST: "nic",
     FaultType.SLOW_RECEIVER: "host_or_nic",
+}
+SETTING_TARGETS: dict[SettingFault, Target] = {
+    SettingFault.PFC_PRIORITY_MISMATCH: "link",
+    SettingFault.MTU_MISMATCH: "link",
+    SettingFault.HEADROOM_SHORT: "link",
+    SettingFault.ECN_THRESHOLD: "switch",
+    SettingFault.HASH_SEED_EQUAL: "switch",
 }

@@ -40,6 +40,7 @@ class Source(StrEnum):
     GNMI = "gnmi"
     INT = "int"
     SIM = "sim"
+    HOST = "host"  # a host agent reading its NICs (sysfs, ethtool)
 
 
 _SOURCE_VALUES: Final = frozenset(s.value for s in Source)

@@ -42,7 +42,8 @@ _TWO_64: Final = 2.0**64
 _NUMBERS: Final = (int, float, np.integer, np.floating)
 
 # Keyed by the Source values (Source is a StrEnum, so its members look these up).
-_SOURCE_CODES: Final[dict[str, int]] = {"snmp": 1, "gnmi": 2, "int": 3, "sim": 4}
+_SOURCE_CODES: Final[dict[str, int]] = {"snmp": 1, "gnmi": 2, "int": 3, "sim": 4,
+                                             "host": 5}
 _SOURCE_BY_CODE: Final = {code: src for src, code in _SOURCE_CODES.items()}
 _DTYPES: Final = (np.dtype(np.uint32), np.dtype(np.uint16), np.dtype(np.uint64))
 

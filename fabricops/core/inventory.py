@@ -17,12 +17,18 @@ right one.
 from __future__ import annotations
 
 import difflib
+import re
+import string
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fabricops.core.openconfig import PathSyntaxError, parse_path
 from fabricops.core.yamlfile import read_yaml
+
+_ORIGIN = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]*:(?=/)")
+"""An ``origin:`` in front of subscription path text (``eos_native:/Smash/...``)."""
 
 
 def check_host_port(value: str) -> str:
@@ -42,24 +48,107 @@ class _Strict(BaseModel):
 
 
 class SnmpCredentials(_Strict):
-    version: Literal["v2c", "v3"] = "v2c"
+    """How to reach one SNMP agent: version, credentials and transport settings.
+
+    Settings left unset (None) take the poller's defaults. ``walk`` ``getnext``
+    suits agents without GETBULK (every SNMPv1 agent: v1 walks with GETNEXT).
+    ``port_name`` overrides the port naming rule with a template over
+    ``{ifName}``, ``{ifDescr}``, ``{ifAlias}`` and ``{ifIndex}``.
+    """
+
+    version: Literal["v1", "v2c", "v3"] = "v2c"
     community: str | None = None
     user: str | None = None
     auth_protocol: Literal["SHA", "SHA256", "MD5"] = "SHA"
     auth_key: str | None = Field(default=None, min_length=8)
     priv_protocol: Literal["AES", "AES256", "DES"] = "AES"
     priv_key: str | None = Field(default=None, min_length=8)
-    context: str | None = None
+    context: str | None = Field(default=None, description="SNMPv3 context name")
+    timeout_s: float | None = Field(default=None, gt=0, le=60, description="Per request try")
+    retries: int | None = Field(default=None, ge=0, le=10, description="Tries after the first")
+    max_repetitions: int | None = Field(default=None, ge=1, le=1000,
+                                        description="GETBULK rows per column and request")
+    max_varbinds_per_request: int | None = Field(
+        default=None, ge=1, le=10_000, description="OIDs asked (x repetitions) per request")
+    walk: Literal["getbulk", "getnext"] | None = Field(
+        default=None, description="getbulk (v2c, v3) or getnext; v1 always uses getnext")
+    engine_discovery_tries: int | None = Field(
+        default=None, ge=1, le=10, description="SNMPv3: tries of the first (discovery) request")
+    port_name: str | None = Field(default=None, min_length=1,
+                                  description="Port naming template, e.g. '{ifDescr}'")
+
+    @field_validator("port_name")
+    @classmethod
+    def _template(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        fields = {f for _, f, _, _ in string.Formatter().parse(value) if f is not None}
+        unknown = sorted(fields - _PORT_NAME_FIELDS)
+        if unknown or not fields:
+            raise ValueError(f"template {value!r} must use {{ifName}}, {{ifDescr}}, "
+                             f"{{ifAlias}} or {{ifIndex}}, got {unknown or 'none'}")
+        return value
+
+    @model_validator(mode="after")
+    def _v1_has_no_getbulk(self) -> SnmpCredentials:
+        if self.version == "v1" and self.walk == "getbulk":
+            raise ValueError("walk: SNMPv1 has no GETBULK; use getnext")
+        return self
+
+
+_PORT_NAME_FIELDS = frozenset(("ifName", "ifDescr", "ifAlias", "ifIndex"))
+
+
+GnmiProfile = Literal["openconfig", "arista_eos", "cisco_iosxr", "cisco_nxos", "junos",
+                      "srlinux", "sonic", "cumulus"]
+"""Dialect profiles of the gNMI collector (``fabricops.collectors.gnmi_dialects``)."""
 
 
 class GnmiCredentials(_Strict):
-    target: str | None = Field(default=None, description="gNMI target name (default: device)")
+    """How a gNMI target is reached and read: dialect, paths, TLS and credentials."""
+
+    target: str | None = Field(default=None, description="gNMI target name (default: the "
+                               "profile's, else the device)")
+    profile: GnmiProfile = Field(default="openconfig",
+                                 description="Dialect: which paths map to which metrics")
+    paths: tuple[str, ...] | None = Field(default=None, min_length=1,
+                                          description="Subscribed paths (default: the "
+                                          "profile's); 'origin:/path' sets an origin")
+    encoding: Literal["PROTO", "JSON", "JSON_IETF", "ASCII"] | None = Field(
+        default=None, description="Encoding asked for (default: the profile's)")
     username: str | None = None
     password: str | None = None
     insecure: bool = Field(default=True, description="Plain-text gRPC (no TLS)")
-    ca_file: Path | None = None
-    cert_file: Path | None = None
-    key_file: Path | None = None
+    ca_file: Path | None = Field(default=None, description="PEM roots to verify the server")
+    cert_file: Path | None = Field(default=None, description="PEM client certificate (mTLS)")
+    key_file: Path | None = Field(default=None, description="PEM client key (mTLS)")
+    tls_server_name: str | None = Field(default=None, description="Name expected in the "
+                                        "server certificate (overrides the address's host)")
+    skip_verify: bool = Field(default=False, description="TLS without verifying the server "
+                              "certificate (lab use)")
+
+    @field_validator("paths")
+    @classmethod
+    def _paths(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        for text in value or ():
+            try:
+                parse_path(_ORIGIN.sub("", text))
+            except PathSyntaxError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GnmiCredentials:
+        tls = [k for k in ("ca_file", "cert_file", "tls_server_name") if getattr(self, k)]
+        if self.insecure and (tls or self.skip_verify):
+            raise ValueError(f"{(tls or ['skip_verify'])[0]} needs TLS: set insecure: false")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise ValueError("cert_file and key_file go together")
+        if (self.username is None) != (self.password is None):
+            raise ValueError("username and password go together")
+        if self.skip_verify and self.ca_file is not None:
+            raise ValueError("skip_verify and ca_file exclude each other")
+        return self
 
 
 class Target(_Strict):

@@ -24,9 +24,11 @@ Priority flow control:
   same table for per-priority pause counters.
 
 Optics, ENTITY-SENSOR-MIB entPhySensorTable 1.3.6.1.2.1.99.1.1.1, index
-``entPhysicalIndex = ifIndex * 100 + k`` with k = 1 temperature, 2 transmit power,
-3 receive power: entPhySensorType .1, entPhySensorScale .2, entPhySensorPrecision .3,
-entPhySensorValue .4, entPhySensorOperStatus .5. RFC 3433 has no dBm type, so power
+entPhysicalIndex: entPhySensorType .1, entPhySensorScale .2, entPhySensorPrecision .3,
+entPhySensorValue .4, entPhySensorOperStatus .5. Sensors are placed through ENTITY-MIB
+containment and alias mapping (:mod:`fabricops.core.snmp_entity_mib`), never by their
+index; ``sensor_index``/``sensor_port`` (``ifIndex * 100 + k``, k = 1 temperature,
+2 transmit power, 3 receive power) only number sensors for tests. RFC 3433 has no dBm type, so power
 is served as watts(6), scale micro(7), precision 4 (units of 0.1 nW) and converted
 back to dBm by the reader; temperature is celsius(8), units(9), precision 3.
 """
@@ -48,6 +50,9 @@ class Syntax(StrEnum):
     OCTETS = "octets"
     COUNTER32 = "counter32"
     COUNTER64 = "counter64"
+    GAUGE32 = "gauge32"  # Gauge32 / Unsigned32
+    TIMETICKS = "timeticks"  # hundredths of a second
+    OID = "oid"  # OBJECT IDENTIFIER, served and read as its BER contents octets
 
 
 class Index(StrEnum):
@@ -57,6 +62,10 @@ class Index(StrEnum):
     IF = "if"  # ifIndex
     IF_PRIO = "if_prio"  # ifIndex, priority
     SENSOR = "sensor"  # entPhysicalIndex = ifIndex * 100 + SensorKind
+    ENTITY = "entity"  # entPhysicalIndex, any layout (see fabricops.core.snmp_entity_mib)
+    ENTITY_ALIAS = "entity_alias"  # entPhysicalIndex, entAliasLogicalIndexOrZero
+    IF_LANE = "if_lane"  # ifIndex, lane
+    COMPONENT = "component"  # a vendor's chassis component index (any number of sub-ids)
 
 
 @dataclass(frozen=True)
@@ -117,6 +126,21 @@ PRIO_REQUESTS = _col("cpfcIfPriorityRequests", f"{_CPFC}.2", C64, Index.IF_PRIO,
                      "pfc_tx_pause")
 PRIO_INDICATIONS = _col("cpfcIfPriorityIndications", f"{_CPFC}.3", C64, Index.IF_PRIO,
                         "pfc_rx_pause")
+
+# Columns read from agents that lack some of the above (IF-MIB, RFC 2863): names,
+# 32-bit counters, speeds and the clocks that tell a counter discontinuity.
+G32, TT = Syntax.GAUGE32, Syntax.TIMETICKS
+SYS_OBJECT_ID = _col("sysObjectID", "1.3.6.1.2.1.1.2", OCT, Index.SCALAR)
+SYS_UPTIME = _col("sysUpTime", "1.3.6.1.2.1.1.3", TT, Index.SCALAR)
+IF_TABLE_LAST_CHANGE = _col("ifTableLastChange", "1.3.6.1.2.1.31.1.5", TT, Index.SCALAR)
+IF_SPEED = _col("ifSpeed", f"{_IF}.5", G32, Index.IF)  # bits/s, 4294967295 when larger
+IF_IN_OCTETS = _col("ifInOctets", f"{_IF}.10", C32, Index.IF, "in_octets")
+IF_IN_UCAST = _col("ifInUcastPkts", f"{_IF}.11", C32, Index.IF, "in_pkts")
+IF_OUT_OCTETS = _col("ifOutOctets", f"{_IF}.16", C32, Index.IF, "out_octets")
+IF_OUT_UCAST = _col("ifOutUcastPkts", f"{_IF}.17", C32, Index.IF, "out_pkts")
+IF_HIGH_SPEED = _col("ifHighSpeed", f"{_IFX}.15", G32, Index.IF)  # Mb/s
+IF_ALIAS = _col("ifAlias", f"{_IFX}.18", OCT, Index.IF)
+IF_COUNTER_DISCONTINUITY = _col("ifCounterDiscontinuityTime", f"{_IFX}.19", TT, Index.IF)
 
 COLUMNS: Final[tuple[Column, ...]] = (
     SYS_DESCR, SYS_NAME, IF_NUMBER, IF_INDEX, IF_DESCR, IF_OPER_STATUS, IF_IN_DISCARDS,
@@ -220,8 +244,9 @@ def instance(column: Column, *index: int) -> Oid:
 # --- BER encoding and one switch's served instances ------------------------------------
 
 _TAG: Final = {Syntax.INTEGER: 0x02, Syntax.OCTETS: 0x04, Syntax.COUNTER32: 0x41,
-               Syntax.COUNTER64: 0x46}
+               Syntax.COUNTER64: 0x46, Syntax.OID: 0x06}
 END_OF_MIB_VIEW, NO_SUCH_OBJECT, NO_SUCH_INSTANCE = b"\x82\x00", b"\x80\x00", b"\x81\x00"
+_TAG.update({Syntax.GAUGE32: 0x42, Syntax.TIMETICKS: 0x43})
 _IF_COUNTERS: Final = (IF_OPER_STATUS, IF_IN_DISCARDS, IF_IN_ERRORS, IF_OUT_DISCARDS,
                        DOT3_FCS_ERRORS, IF_HC_IN_OCTETS, IF_HC_IN_UCAST, IF_HC_OUT_OCTETS,
                        IF_HC_OUT_UCAST)
@@ -320,15 +345,18 @@ class DeviceMib:
 
     ``sample`` maps (ifIndex, catalogue metric name) to the position of that sample in
     the device's frames; ``varbind`` encodes an instance with the frame of the moment.
+    ``extra`` cells (e.g. an ENTITY-MIB tree) are served beside the port cells.
     """
 
     def __init__(self, device: str, ifnames: list[str],
-                 sample: dict[tuple[int, str], int]) -> None:
+                 sample: dict[tuple[int, str], int], extra: list[Cell] | None = None
+                 ) -> None:
         cells = [Cell(instance(SYS_DESCR), OCT, b"fabricops simulated switch"),
                  Cell(instance(SYS_NAME), OCT, device.encode()),
                  Cell(instance(IF_NUMBER), INT, len(ifnames))]
         for p, ifname in enumerate(ifnames):
             cells += _port_cells(p + 1, ifname, sample)
+        cells += extra or []
         cells.sort(key=lambda c: c.oid)
         self.device = device
         self.cells = cells

@@ -1,4 +1,16 @@
-"""The kf1 keyframe block codec: one device's series from one source over one window.
+"""The keyframe block codec: one device's series from one source over one window.
+
+Two format versions share one header and body layout; the version byte says
+how a section's residuals are stored (``stream(rows)`` below):
+
+* version 2 (``kf2``, written by default): residuals entropy-coded with pcodec,
+  one chunk per group of rows of similar width, and an order-0 mode for gauges
+  that are noise around a level (see :mod:`.keyframe_entropy`);
+* version 1 (``kf1``): residuals bit packed per row (see :mod:`.keyframe_pack`).
+
+Blocks of both versions decode; ``encode_block(..., version=1)`` still writes
+version 1. The rest of this docstring describes version 1; version 2 differs
+only in ``stream(rows)``.
 
 A ``SeriesBlock`` holds ``n_series`` series of ``n_points`` samples sharing one
 timestamp column. The first point of each series is its keyframe (full value);
@@ -22,7 +34,7 @@ value before coding (leading ones the first present value) and decode as 0.
 
 Payload (little-endian throughout)::
 
-    header, 26 bytes: magic b"FOKF" | version u8 (1) | flags u8 (bit 0: every point
+    header, 26 bytes: magic b"FOKF" | version u8 (1 or 2) | flags u8 (bit 0: every point
         present) | n_series u32 | n_points u32 | body length u32 | zstd length u32 |
         CRC-32 (zlib) of the 22 bytes before it
     zstd frame (with checksum) of the body:
@@ -57,6 +69,7 @@ import zstandard
 from numpy.typing import NDArray
 
 from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
+from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline import keyframe_series as ks
 from fabricops.pipeline.keyframe_block import (
     MAX_POINTS,
@@ -66,15 +79,19 @@ from fabricops.pipeline.keyframe_block import (
     default_gauge_bound,
     gauge_bounds,
 )
+from fabricops.pipeline.keyframe_entropy import ENTROPY
 from fabricops.pipeline.keyframe_pack import KeyframeDecodeError, KeyframeError
 
-__all__ = ["ENCODING", "KeyframeDecodeError", "KeyframeError", "SeriesBlock",
+__all__ = ["ENCODING", "ENCODINGS", "KeyframeDecodeError", "KeyframeError", "SeriesBlock",
            "block_from_frames", "decode_block", "default_gauge_bound", "encode_block",
            "gauge_bounds"]
 
-ENCODING: Final = "kf1"
+ENCODING: Final = "kf2"
+"""The name of what ``encode_block`` writes by default, for the store's ``encoding``."""
+ENCODINGS: Final = {1: "kf1", 2: "kf2"}
 MAGIC: Final = b"FOKF"
-VERSION: Final = 1
+VERSION: Final = 2
+STREAMS: Final[dict[int, ks.ResidualStream]] = {1: ks.PACKED, 2: ENTROPY}
 FLAG_ALL_PRESENT: Final = 1
 MAX_BOUND: Final = 2.0**1000
 MAX_NAME_BYTES: Final = 1024
@@ -149,28 +166,34 @@ def _decompressor() -> zstandard.ZstdDecompressor:
 
 
 def encode_block(block: SeriesBlock, gauge_bound: NDArray[np.float64] | float,
-                 catalogue: Catalogue = CATALOGUE, level: int = 3) -> bytes:
-    """Encode ``block`` as a kf1 payload (``level`` is the zstd level).
+                 catalogue: Catalogue = CATALOGUE, level: int = 3,
+                 version: int = VERSION) -> bytes:
+    """Encode ``block`` as a payload of format ``version`` (``level`` is the zstd level).
 
     ``gauge_bound`` is the absolute error allowed on gauges, a scalar or one per
     series (ignored for counters and states): finite, >= 0 and at most 2**1000; 0
-    keeps the exact float bits. KeyframeError for a bad bound or an unknown metric.
+    keeps the exact float bits. KeyframeError for a bad bound, an unknown metric or
+    an unknown version.
     """
+    if version not in STREAMS:
+        raise KeyframeError(f"unknown format version {version}: use one of {sorted(STREAMS)}")
+    stream = STREAMS[version]
     kinds = _kinds(block.metric, catalogue)
     bound = _bounds(gauge_bound, block.n_series)
     parts: list[bytes] = []
-    ks.write_integers(parts, block.ts_ns.view(np.uint64)[None, :])
+    ks.write_integers(parts, block.ts_ns.view(np.uint64)[None, :], stream)
     _write_names(parts, block, kinds)
     all_present = bool(block.present.all())
     if not all_present:
         parts.append(np.packbits(block.present).tobytes())
     counters, gauges, states = _rows_by_kind(kinds)
-    ks.write_counters(parts, block.raw[counters], block.present[counters])
-    ks.write_gauges(parts, block.raw[gauges], block.present[gauges], bound[gauges])
+    ks.write_counters(parts, block.raw[counters], block.present[counters], stream,
+                      kp.rate_ratio(block.ts_ns))
+    ks.write_gauges(parts, block.raw[gauges], block.present[gauges], bound[gauges], stream)
     ks.write_states(parts, block.raw[states], block.present[states])
     body = b"".join(parts)
     packed = _compressor(level).compress(body)
-    head = _HEADER.pack(MAGIC, VERSION, FLAG_ALL_PRESENT if all_present else 0,
+    head = _HEADER.pack(MAGIC, version, FLAG_ALL_PRESENT if all_present else 0,
                         block.n_series, block.n_points, len(body), len(packed))
     return head + _CRC.pack(zlib.crc32(head)) + packed
 
@@ -193,7 +216,7 @@ def _write_names(out: list[bytes], block: SeriesBlock, kinds: NDArray[np.uint8])
 
 
 def decode_block(payload: bytes, catalogue: Catalogue = CATALOGUE) -> SeriesBlock:
-    """Decode a kf1 payload; KeyframeDecodeError names what is wrong with it."""
+    """Decode a payload of any known version; KeyframeDecodeError names what is wrong."""
     try:
         return _decode(bytes(payload), catalogue)
     except KeyframeDecodeError:
@@ -203,15 +226,17 @@ def decode_block(payload: bytes, catalogue: Catalogue = CATALOGUE) -> SeriesBloc
 
 
 def _decode(payload: bytes, catalogue: Catalogue) -> SeriesBlock:
-    n_series, n_points, flags, body = _open(payload)
+    version, n_series, n_points, flags, body = _open(payload)
+    stream = STREAMS[version]
     rd = ks.BodyReader(body)
-    ts = ks.read_integers(rd, 1, n_points, "timestamp")[0].view(np.int64)
+    ts = ks.read_integers(rd, 1, n_points, "timestamp", stream)[0].view(np.int64)
     entity, metric, kinds = _read_names(rd, n_series, catalogue)
     present = _read_presence(rd, n_series, n_points, bool(flags & FLAG_ALL_PRESENT))
     raw = np.empty((n_series, n_points), np.uint64)
     counters, gauges, states = _rows_by_kind(kinds)
-    raw[counters] = ks.read_integers(rd, len(counters), n_points, "counter")
-    raw[gauges] = ks.read_gauges(rd, len(gauges), n_points)
+    raw[counters] = ks.read_integers(rd, len(counters), n_points, "counter", stream,
+                                     kp.rate_ratio(ts))
+    raw[gauges] = ks.read_gauges(rd, len(gauges), n_points, stream)
     raw[states] = ks.read_states(rd, len(states), n_points)
     rd.done()
     raw[~present] = 0
@@ -229,16 +254,17 @@ def _read_presence(rd: ks.BodyReader, n_series: int, n_points: int,
     return np.unpackbits(bits, count=size).view(bool).reshape(n_series, n_points)
 
 
-def _open(payload: bytes) -> tuple[int, int, int, bytes]:
-    """Check the header; return the counts, flags and decompressed body."""
+def _open(payload: bytes) -> tuple[int, int, int, int, bytes]:
+    """Check the header; return the version, counts, flags and decompressed body."""
     if len(payload) < HEADER_SIZE:
         raise KeyframeDecodeError(
-            f"truncated header: {len(payload)} bytes, a kf1 header has {HEADER_SIZE}")
+            f"truncated header: {len(payload)} bytes, a keyframe header has {HEADER_SIZE}")
     magic, version, flags, n_series, n_points, body_len, zlen = _HEADER.unpack_from(payload)
     if magic != MAGIC:
-        raise KeyframeDecodeError(f"bad magic {magic!r}: not a kf1 payload")
-    if version != VERSION:
-        raise KeyframeDecodeError(f"unknown version {version} (this decoder reads {VERSION})")
+        raise KeyframeDecodeError(f"bad magic {magic!r}: not a keyframe payload")
+    if version not in STREAMS:
+        raise KeyframeDecodeError(
+            f"unknown version {version} (this decoder reads {sorted(STREAMS)})")
     if zlib.crc32(payload[:_HEADER.size]) != _CRC.unpack_from(payload, _HEADER.size)[0]:
         raise KeyframeDecodeError("header checksum mismatch")
     if flags & ~FLAG_ALL_PRESENT:
@@ -257,13 +283,15 @@ def _open(payload: bytes) -> tuple[int, int, int, bytes]:
     if zstandard.frame_content_size(frame) != body_len:
         raise KeyframeDecodeError(f"length mismatch: the body is not {body_len} bytes")
     body = _decompressor().decompress(frame, allow_extra_data=False)
-    return n_series, n_points, flags, body
+    return version, n_series, n_points, flags, body
 
 
 def _max_body(n_series: int, n_points: int) -> int:
-    """The largest body a block of these counts can have (see the module docstring)."""
+    """The largest body a block of these counts can have (see the module docstring);
+    the margin covers version 2's chunk headers (up to 11 groups in 3 sections)."""
     per_sample, per_series = 8 + 4 + 8 + 1, 45 + MAX_NAME_BYTES
-    return per_sample * n_series * n_points + per_series * n_series + 26 * n_points + 256
+    return (per_sample * n_series * n_points + per_series * n_series + 26 * n_points
+            + 256 + 3 * 11 * 4096)
 
 
 def _read_names(rd: ks.BodyReader, n_series: int, catalogue: Catalogue) -> tuple[

@@ -149,11 +149,13 @@ def _sample_keys(frame: Frame, names: dict[str, int]) -> NDArray[np.int64]:
 
 BOUND_BY_UNIT: Final = {
     "bytes": 8.0, "cells": 0.5, "ns": 0.5, "ratio": 1e-3, "dBm": 0.01, "celsius": 0.1,
-    "bits/s": 1e6,
+    "bits/s": 1e6, "mA": 0.01, "V": 1e-3, "rpm": 0.5, "W": 0.01,
 }
 """Default absolute gauge bound per catalogue unit: below what an operator reads on
 that unit (a queue byte count far under one buffer cell; 0.5 keeps integer cells
-and ns exact; utilization to 0.1 %; optics to 0.01 dBm; 0.1 C; rates to 1 Mb/s)."""
+and ns exact; utilization to 0.1 %; optics to 0.01 dBm; 0.1 C; rates to 1 Mb/s;
+laser bias to 0.01 mA; supply voltage to 1 mV; 0.5 keeps integer fan rpm exact;
+power to 0.01 W)."""
 
 
 def default_gauge_bound(metric_id: int, catalogue: Catalogue = CATALOGUE) -> float:

@@ -13,6 +13,13 @@ wraps and resets round-trip bit-exact.
   samples) turns its periodic counters and gauges into near-zero residuals. The
   encoder picks per series the mode (order 1 or 2, lag 1..16) of fewest residual
   bits. Mode 0 (gauges only) is the XOR of consecutive float64 bit patterns.
+  Mode 0x80 (order 0, format version 2 only) is ``y`` itself: the best mode for
+  noise around a level, such as a sensor reading.
+* Rate mode (0x40, format version 2, counters only): the residual is
+  ``d[i] - trunc(d[i-1] * dt[i] / dt[i-1])`` with ``dt`` the poll intervals, so
+  a steady rate polled with jittery timing leaves only the change of rate; the
+  prediction is computed in float64, clipped to +-2**62 and truncated, the same
+  on both sides. Decoding it is a loop over points, vectorised across series.
 * Division by the series' common divisor (e.g. bytes = packets x frame size),
   then zigzag.
 * Packing: each series gets the fewest of 0, 1, 2, 4 bits or 1..8 bytes that
@@ -34,6 +41,10 @@ XOR_MODE: Final = 0
 ORDER2: Final = 0x80
 MAX_LAG: Final = 16
 DOD_MODE: Final = ORDER2 | 1
+ORDER0: Final = ORDER2
+RATE_MODE: Final = 0x40
+_PRED_LIMIT: Final = 2.0**62
+F64 = NDArray[np.float64]
 _LAG_MASK: Final = 0x7F
 WIDTH_BITS: Final = (0, 1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
 _WIDTH_LIMITS: Final = np.array([1 << b for b in (0, *WIDTH_BITS[1:-1])], dtype=np.uint64)
@@ -80,8 +91,60 @@ def _cost(e: U64) -> NDArray[np.int64]:
     return np.asarray(bits.sum(axis=1, dtype=np.int64) + np.count_nonzero(bits, axis=1))
 
 
-def choose_residuals(y: U64) -> tuple[U8, U64]:
-    """Per series the cheapest lag mode and its residuals; ``y[:, 0]`` must be 0."""
+def rate_ratio(ts_ns: NDArray[np.int64]) -> F64:
+    """Per point ``dt[i] / dt[i-1]`` of the poll intervals (1 where undefined or not > 0)."""
+    ratio = np.ones(len(ts_ns))
+    dt = np.diff(ts_ns).astype(np.float64)
+    if len(dt) > 1:
+        ok = (dt[1:] > 0) & (dt[:-1] > 0)
+        ratio[2:] = np.where(ok, dt[1:] / np.where(ok, dt[:-1], 1.0), 1.0)
+    return ratio
+
+
+def _rate_prediction(prev: NDArray[np.int64], ratio: F64 | float) -> U64:
+    """``prev * ratio`` in float64, clipped to +-2**62, truncated towards 0."""
+    pred = np.clip(prev.astype(np.float64) * ratio, -_PRED_LIMIT, _PRED_LIMIT)
+    return pred.astype(np.int64).view(np.uint64)
+
+
+def rate_residuals(d: U64, ratio: F64) -> U64:
+    """``RATE_MODE`` residuals of first differences ``d`` (``d[:, 0]`` is 0)."""
+    e = d.copy()
+    e[:, 1:] -= _rate_prediction(d[:, :-1].view(np.int64), ratio[1:])
+    return e
+
+
+def _rate_integrate(e: U64, ratio: F64) -> U64:
+    """Inverse of the rate residuals; ``e`` and ``ratio`` hold points 1.. (the loop
+    over points computes ``_rate_prediction`` in place, one column at a time)."""
+    e_t = np.ascontiguousarray(e.T).view(np.int64)
+    d_t = np.empty_like(e_t)
+    pred = np.zeros(len(e))
+    whole = np.zeros(len(e), np.int64)
+    clip = _may_clip(e_t, ratio)
+    for j, r in enumerate([*ratio[1:].tolist(), 1.0]):
+        np.add(e_t[j], whole, out=d_t[j])
+        np.multiply(d_t[j], r, out=pred)
+        if clip:
+            np.clip(pred, -_PRED_LIMIT, _PRED_LIMIT, out=pred)
+        np.copyto(whole, pred, casting="unsafe")
+    return np.cumsum(d_t.T.view(np.uint64), axis=1, dtype=np.uint64)
+
+
+def _may_clip(e_t: NDArray[np.int64], ratio: F64) -> bool:
+    """False when no prediction can reach the clip: ``|d[i]| <= |e[i]| + |d[i-1]| * r[i]
+    + 1``, so every ``|d|`` is at most (sum |e| + points) times the product of r > 1."""
+    total = float(np.abs(e_t.astype(np.float64)).sum(axis=0).max(initial=0.0)) + len(e_t)
+    growth = float(np.prod(np.maximum(ratio, 1.0)))
+    return not total * growth * 2.0 < _PRED_LIMIT
+
+
+def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
+                     ) -> tuple[U8, U64]:
+    """Per series the cheapest lag mode and its residuals; ``y[:, 0]`` must be 0.
+
+    ``order0`` adds mode ``ORDER0`` (``y`` itself) to the candidates, ``ratio``
+    (``rate_ratio`` of the block's timestamps) adds ``RATE_MODE``."""
     n = y.shape[1]
     d = _first_differences(y)
     modes = np.full(len(y), DOD_MODE, np.uint8)
@@ -89,8 +152,10 @@ def choose_residuals(y: U64) -> tuple[U8, U64]:
     cost = _cost(best)
     candidates = [(ORDER2 | lag, d) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
     candidates += [(lag, y) for lag in range(1, min(MAX_LAG, n - 1) + 1)]
+    candidates += [(ORDER0, y)] if order0 else []
+    candidates += [(RATE_MODE, rate_residuals(d, ratio))] if ratio is not None else []
     for mode, base in candidates:
-        e = _lagged(base, mode & _LAG_MASK)
+        e = base if mode in (ORDER0, RATE_MODE) else _lagged(base, mode & _LAG_MASK)
         c = _cost(e)
         better = c < cost
         if better.any():
@@ -98,21 +163,40 @@ def choose_residuals(y: U64) -> tuple[U8, U64]:
     return modes, best
 
 
-def integrate(e: U64, modes: U8) -> U64:
-    """Inverse of the lag residuals: ``e`` holds points 1.. of each series (mode != 0)."""
-    kinds = np.unique(modes)
-    if len(kinds) == 1:
-        return _integrate_one(e, int(kinds[0]))
+def integrate(e: U64, modes: U8, ratio: F64 | None = None) -> U64:
+    """Inverse of the residuals: ``e`` holds points 1.. of each series; ``ratio`` (of
+    all points) is needed where a mode is ``RATE_MODE``."""
+    cols = None if ratio is None else ratio[1:]
+    runs = runs_of(modes)
+    if len(runs) == 0:
+        return e.copy()
+    if len(runs) == 1:
+        return _integrate_one(e, runs[0][0], cols)
+    order = np.argsort(modes, kind="stable")
+    grouped = e[order]
+    for mode, a, b in runs:
+        grouped[a:b] = _integrate_one(grouped[a:b], mode, cols)
     y = np.empty_like(e)
-    for mode in kinds.tolist():
-        rows = np.flatnonzero(modes == mode)
-        y[rows] = _integrate_one(e[rows], mode)
+    y[order] = grouped
     return y
 
 
-def _integrate_one(e: U64, mode: int) -> U64:
+def runs_of(codes: U8) -> list[tuple[int, int, int]]:
+    """Each code present, with the slice of ``argsort(codes, kind="stable")`` holding it."""
+    counts = np.bincount(codes, minlength=1)
+    ends = np.cumsum(counts)
+    present = np.flatnonzero(counts)
+    return list(zip(present.tolist(), (ends[present] - counts[present]).tolist(),
+                    ends[present].tolist(), strict=True))
+
+
+def _integrate_one(e: U64, mode: int, ratio: F64 | None) -> U64:
     if mode == XOR_MODE:
         return np.bitwise_xor.accumulate(e, axis=1)
+    if mode == ORDER0:
+        return e
+    if mode == RATE_MODE and ratio is not None:
+        return _rate_integrate(e, ratio)
     out = _lag_cumsum(e, mode & _LAG_MASK)
     return np.cumsum(out, axis=1, dtype=np.uint64) if mode & ORDER2 else out
 
@@ -128,10 +212,16 @@ def _lag_cumsum(e: U64, lag: int) -> U64:
     return sums.reshape(r, m * lag)[:, :n]
 
 
-def valid_mode(modes: U8, allow_xor: bool) -> bool:
-    """True if every mode has a lag of 1 or more, or is XOR where that is allowed."""
+def valid_mode(modes: U8, allow_xor: bool, version2: bool = False,
+               allow_rate: bool = False) -> bool:
+    """True if every mode is one its format version defines for the section: a lag of 1
+    or more, XOR where allowed; in version 2 also ``ORDER0``, and ``RATE_MODE`` where
+    allowed (its code is order 1 lag 64 in version 1, which version 2 does not have)."""
     lag = modes & _LAG_MASK
+    rate = modes == RATE_MODE
     ok = (lag >= 1) | (allow_xor & (modes == XOR_MODE))
+    if version2:
+        ok = (ok & ~rate) | (modes == ORDER0) | (allow_rate & rate)
     return bool(ok.all())
 
 
@@ -175,6 +265,17 @@ def _pack_group(z: U64, bits: int) -> bytes:
     shifts = np.arange(0, 8, bits, dtype=np.uint8)
     packed: U8 = np.bitwise_or.reduce(v.reshape(-1, per) << shifts, axis=1)
     return packed.tobytes()
+
+
+def unpack_group(buf: bytes | memoryview, rows: int, cols: int, code: int) -> U64:
+    """Inverse of ``pack_rows`` for rows that all have width ``code`` (> 0); ``buf``
+    holds exactly ``group_size(rows, cols, code)`` bytes."""
+    raw = np.frombuffer(buf, np.uint8, group_size(rows, cols, code))
+    return _unpack_group(raw, rows, cols, WIDTH_BITS[code])
+
+
+def group_size(rows: int, cols: int, code: int) -> int:
+    return -(-rows * cols * WIDTH_BITS[code] // 8)
 
 
 def unpack_rows(buf: bytes | memoryview, codes: U8, cols: int) -> U64:

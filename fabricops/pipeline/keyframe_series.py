@@ -1,11 +1,16 @@
-"""The per-kind sections of a kf1 body (see :mod:`.keyframe` for the layout).
+"""The per-kind sections of a keyframe body (see :mod:`.keyframe` for the layout).
 
 Each ``write_*`` appends a section's bytes to a list; each ``read_*`` takes the
 same section back from a ``BodyReader`` and raises KeyframeDecodeError naming
-what is truncated or inconsistent. Matrices are ``(series, points)``.
+what is truncated or inconsistent. Matrices are ``(series, points)``. How the
+residuals of a section are stored is the ``ResidualStream`` of the format
+version: ``PACKED`` (version 1, bit packing) or the entropy-coded stream of
+:mod:`.keyframe_entropy` (version 2).
 """
 
 from __future__ import annotations
+
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -62,6 +67,40 @@ def ffill(x: U64, valid: B) -> U64:
     return filled
 
 
+class ResidualStream(Protocol):
+    """How one format version stores the lag residuals of a section's rows."""
+
+    version2_modes: bool
+    """Whether modes ``ORDER0`` and (counters) ``RATE_MODE`` exist in this version."""
+    step_scale: float
+    """Gauges are quantized to steps of ``2 * bound * step_scale``."""
+
+    def write(self, out: list[bytes], modes: kp.U8, e: U64) -> None:
+        """Append modes and residuals ``e`` (points 1.. of each row)."""
+
+    def read(self, rd: BodyReader, r: int, cols: int, what: str,
+             allow_xor: bool = False, allow_rate: bool = False) -> tuple[kp.U8, U64]:
+        """The modes and residuals of ``r`` rows of ``cols`` points, checked."""
+        ...
+
+
+class PackedStream:
+    """Version 1: per row a divisor and a bit width, residuals bit packed."""
+
+    version2_modes = False
+    step_scale = 1.0
+
+    def write(self, out: list[bytes], modes: kp.U8, e: U64) -> None:
+        write_stream(out, modes, e)
+
+    def read(self, rd: BodyReader, r: int, cols: int, what: str,
+             allow_xor: bool = False, allow_rate: bool = False) -> tuple[kp.U8, U64]:
+        return read_stream(rd, r, cols, what, allow_xor)
+
+
+PACKED = PackedStream()
+
+
 def write_stream(out: list[bytes], modes: kp.U8, e: U64) -> None:
     """Modes, divisors, width codes and packed residuals ``e`` (points 1..)."""
     lag = modes != kp.XOR_MODE
@@ -95,25 +134,31 @@ def read_stream(rd: BodyReader, r: int, cols: int, what: str,
     return modes, np.where(lag[:, None], kp.unzigzag(z) * g[:, None], z)
 
 
-def write_integers(out: list[bytes], x: U64) -> None:
-    """Integer series, keyframe then lag residuals (counters, timestamps)."""
+def write_integers(out: list[bytes], x: U64, stream: ResidualStream = PACKED,
+                   ratio: F64 | None = None) -> None:
+    """Integer series, keyframe then residuals (counters, timestamps); ``ratio``
+    (``rate_ratio`` of the timestamps, version 2 counters) allows ``RATE_MODE``."""
     kf = x[:, 0]
-    modes, e = kp.choose_residuals(kp.offsets(x, kf))
+    modes, e = kp.choose_residuals(kp.offsets(x, kf), stream.version2_modes,
+                                   ratio if stream.version2_modes else None)
     out.append(kp.shuffle(kf))
-    write_stream(out, modes, e[:, 1:])
+    stream.write(out, modes, e[:, 1:])
 
 
-def read_integers(rd: BodyReader, r: int, n: int, what: str) -> U64:
+def read_integers(rd: BodyReader, r: int, n: int, what: str,
+                  stream: ResidualStream = PACKED, ratio: F64 | None = None) -> U64:
     kf = rd.column(r, f"{what} keyframes")
-    modes, e = read_stream(rd, r, n - 1, what)
+    rate = ratio is not None and stream.version2_modes
+    modes, e = stream.read(rd, r, n - 1, what, allow_rate=rate)
     x = np.empty((r, n), np.uint64)
     x[:, 0] = kf
-    x[:, 1:] = kp.integrate(e, modes) + kf[:, None]
+    x[:, 1:] = kp.integrate(e, modes, ratio if rate else None) + kf[:, None]
     return x
 
 
-def write_counters(out: list[bytes], x: U64, valid: B) -> None:
-    write_integers(out, ffill(x, valid))
+def write_counters(out: list[bytes], x: U64, valid: B, stream: ResidualStream = PACKED,
+                   ratio: F64 | None = None) -> None:
+    write_integers(out, ffill(x, valid), stream, ratio)
 
 
 def _within(recon: F64, x: F64, bound: F64) -> B:
@@ -126,9 +171,11 @@ def _within(recon: F64, x: F64, bound: F64) -> B:
     return np.asarray(np.isfinite(s) & ((mag < bound) | edge))
 
 
-def quantize(vals: F64, bound: F64, mask: B) -> tuple[NDArray[np.int64], B]:
-    """Steps of 2*bound under ``mask``, and the masked points that need an exception."""
-    step = (2.0 * bound)[:, None]
+def quantize(vals: F64, bound: F64, mask: B, step_scale: float = 1.0
+             ) -> tuple[NDArray[np.int64], B]:
+    """Steps of ``2 * bound * step_scale`` under ``mask``, and the masked points that
+    need an exception (not finite, out of range, or off by more than ``bound``)."""
+    step = (2.0 * bound * step_scale)[:, None]
     with np.errstate(all="ignore"):
         ratio = vals / step
         ok = mask & np.isfinite(ratio) & (np.abs(ratio) <= _Q_LIMIT)
@@ -137,40 +184,46 @@ def quantize(vals: F64, bound: F64, mask: B) -> tuple[NDArray[np.int64], B]:
     return np.where(ok, q, 0), mask & ~ok
 
 
-def write_gauges(out: list[bytes], x: U64, valid: B, bound: F64) -> None:
+def write_gauges(out: list[bytes], x: U64, valid: B, bound: F64,
+                 stream: ResidualStream = PACKED) -> None:
     """Bounds, keyframes, residuals of quantized values (XOR of bits where the bound is 0),
     then the exceptions: points kept as exact float bits (NaN, inf, out of range)."""
     lossy = bound > 0
-    q, exc = quantize(x.view(np.float64), bound, valid & lossy[:, None])
+    q, exc = quantize(x.view(np.float64), bound, valid & lossy[:, None], stream.step_scale)
     ints = ffill(np.where(lossy[:, None], q.view(np.uint64), x), valid & ~exc)
     kf = ints[:, 0].copy()
     modes = np.zeros(len(x), np.uint8)
     e = np.zeros_like(ints)
-    modes[lossy], e[lossy] = kp.choose_residuals(kp.offsets(ints[lossy], kf[lossy]))
+    modes[lossy], e[lossy] = kp.choose_residuals(kp.offsets(ints[lossy], kf[lossy]),
+                                                 stream.version2_modes)
     e[~lossy, 1:] = ints[~lossy, 1:] ^ ints[~lossy, :-1]
     kf[lossy] = kp.zigzag(kf[lossy])
     out += [bound.astype("<f8").tobytes(), kp.shuffle(kf)]
-    write_stream(out, modes, e[:, 1:])
+    stream.write(out, modes, e[:, 1:])
     pos = np.flatnonzero(exc)
     out += [np.uint32(len(pos)).tobytes(), np.diff(pos, prepend=0).astype("<u4").tobytes(),
             kp.shuffle(x.ravel()[pos])]
 
 
-def read_gauges(rd: BodyReader, r: int, n: int) -> U64:
+def read_gauges(rd: BodyReader, r: int, n: int, stream: ResidualStream = PACKED) -> U64:
     bound = np.asarray(rd.array("<f8", r, "gauge bounds"), np.float64)
     if not (np.isfinite(bound) & (bound >= 0)).all():
         raise KeyframeDecodeError("corrupt gauge bounds: negative or not finite")
     kf = rd.column(r, "gauge keyframes")
-    modes, e = read_stream(rd, r, n - 1, "gauge", allow_xor=True)
+    modes, e = stream.read(rd, r, n - 1, "gauge", allow_xor=True)
     lossy = bound > 0
     if not np.array_equal(lossy, modes != kp.XOR_MODE):
         raise KeyframeDecodeError("corrupt gauge modes: XOR coding must match a zero bound")
     x = np.empty((r, n), np.uint64)
     x[:, 0] = np.where(lossy, kp.unzigzag(kf), kf)
     y = kp.integrate(e, modes)
-    x[:, 1:] = np.where(lossy[:, None], y + x[:, :1], y ^ x[:, :1])
-    if lossy.any():
-        x[lossy] = (x[lossy].view(np.int64) * (2.0 * bound[lossy])[:, None]).view(np.uint64)
+    step = 2.0 * bound * stream.step_scale
+    if lossy.all():
+        x[:, 1:] = y + x[:, :1]
+        x = (x.view(np.int64) * step[:, None]).view(np.uint64)
+    else:
+        x[:, 1:] = np.where(lossy[:, None], y + x[:, :1], y ^ x[:, :1])
+        x[lossy] = (x[lossy].view(np.int64) * step[lossy, None]).view(np.uint64)
     _read_exceptions(rd, x)
     return x
 

@@ -3,15 +3,16 @@
 ``ingest_frames`` / ``ingest_int`` fold decoded telemetry into the view;
 ``step(now_ns)`` derives signals, runs the detection rules and, while any
 symptom is active, scores the candidates near a symptom (on a node a symptom
-is on, or on the INT path of a flow that saw loss) with the model and returns a
-:class:`~fabricops.core.records.Diagnosis` when the best candidate passes the
-confidence floor. Missing telemetry (a device or port gone quiet) is named in
-``missing`` and scales the confidence down; it never stops the analysis. An
-incident keeps its id while symptoms persist and its root stays on the same
-nodes (a NIC, then its link); a root elsewhere opens a new incident, and an
-incident closes after ``clear_s`` of quiet. The engine sees only what the bus
-carries: frames, INT reports, and the topology and job placement an operator
-supplies.
+is on, or on the INT path of a flow that saw loss) with the model and returns
+one :class:`~fabricops.core.records.Diagnosis` per separate root that passes
+the confidence floor (see ``roots``: concurrent faults each get their own, and
+a flapping link is one diagnosis among others, not a blindfold). Missing
+telemetry (a device or port gone quiet) is named in ``missing`` and scales the
+confidence down; it never stops the analysis. An incident keeps its id while
+its root stays on the same nodes (a NIC, then its link); a root elsewhere opens
+a new incident, and an incident closes after ``clear_s`` without a diagnosis.
+The engine sees only what the bus carries: frames, INT reports, and the
+topology and job placement an operator supplies.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from fabricops.rca.detect import RuleConfig, Symptom, detect
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
 from fabricops.rca.features import FCOL, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.model import CLASSES, RcaModel
+from fabricops.rca.roots import RootGroup, alternatives, pick_roots
 from fabricops.rca.signals import PortSignals, Signals
 from fabricops.rca.view import FabricView, IntPaths, PortIndex
 
@@ -51,6 +53,9 @@ class RcaConfig(BaseModel):
     stale_s: float = Field(default=3.5, gt=0, description="A port silent this long is missing")
     int_keep_s: float = Field(default=30.0, gt=0, description="How long an INT path counts")
     top_k: int = Field(default=5, ge=1, le=50, description="Ranked alternatives kept")
+    max_roots: int = Field(default=4, ge=1, le=32, description="Separate roots per step")
+    echo_floor: float = Field(default=0.9, ge=0, le=1, description="Root score a candidate "
+                              "without a symptom of its own needs to be a further root")
     missing_penalty: float = Field(default=0.1, ge=0, le=1,
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
@@ -73,6 +78,7 @@ class StepResult:
     best_type: npt.NDArray[np.int64] | None
     diagnosis: Diagnosis | None
     flows: list[tuple[int, int, tuple[int, ...]]]
+    diagnoses: tuple[Diagnosis, ...] = ()  # every root of the step; ``diagnosis`` is the first
 
 
 class RcaEngine:
@@ -89,8 +95,7 @@ class RcaEngine:
         self.signals = Signals(self.index)
         self.model = model
         self.jobs = {k: tuple(v) for k, v in (jobs or {}).items()}
-        self._incident: tuple[str, int, str] | None = None  # id, onset, latest root
-        self._last_symptom_ns = -1
+        self._incidents: dict[str, tuple[int, str, int]] = {}  # id: onset, root, last seen
         self.steps = 0
         self._cand_nodes = self.candidates.nodes(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
@@ -116,31 +121,42 @@ class RcaEngine:
             symptoms = []
         self.steps += 1
         x = root = best = None
-        diag = None
-        if symptoms:
-            self._last_symptom_ns = snap.ts_ns
-        elif self._incident and snap.ts_ns - self._last_symptom_ns > self.config.clear_s * 1e9:
-            self._incident = None
+        diags: tuple[Diagnosis, ...] = ()
+        clear_ns = self.config.clear_s * 1e9
+        self._incidents = {k: v for k, v in self._incidents.items()
+                           if snap.ts_ns - v[2] <= clear_ns}
         if symptoms or keep_features:
             x = features(self.index, self.candidates, sig, stats)
         if symptoms and self.model is not None and x is not None:
             focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
             root, best = self.model.scores(x, self.candidates.kind, focus)
-            diag = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
-        return StepResult(snap.ts_ns, sig, symptoms, x, root, best, diag, flows)
+            diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
+        return StepResult(snap.ts_ns, sig, symptoms, x, root, best,
+                          diags[0] if diags else None, flows, diags)
 
-    def _steady(self, top: int, root: F64, best: npt.NDArray[np.int64]) -> int:
-        """The incident's current root when it is as likely as ``top`` (within
-        ``STEADY``), of the same type and on the same node (the NICs of a slow host):
-        a revision does not hop between equals."""
-        if self._incident is None:
-            return top
-        cur = self._name_index.get(self._incident[2])
-        if (cur is None or cur == top or best[cur] != best[top]
-                or root[cur] < root[top] - STEADY
-                or not related(self.candidates.names[cur], self.candidates.names[top])):
-            return top
-        return cur
+    def _steady(self, group: RootGroup, root: F64, best: npt.NDArray[np.int64],
+                taken: set[int]) -> int:
+        """An open incident's current root when it is as likely as the group's root
+        (within ``STEADY``), of the same type and on the same nodes (the NICs of a
+        slow host): a revision does not hop between equals."""
+        top = group.root
+        for _, name, _ in self._incidents.values():
+            cur = self._name_index.get(name)
+            if (cur is not None and cur != top and cur not in taken
+                    and best[cur] == best[top] and root[cur] >= root[top] - STEADY
+                    and set(self._cand_nodes[cur].tolist()) & group.nodes):
+                return cur
+        return top
+
+    def _incident_for(self, root_id: str, ts: int, used: set[str]) -> tuple[str, int]:
+        """(id, onset) of the open incident this root continues, or of a new one."""
+        for ident, (onset, latest, _) in self._incidents.items():
+            if ident not in used and related(latest, root_id):
+                self._incidents[ident] = (onset, root_id, ts)
+                return ident, onset
+        ident = f"dx-{ts}-{root_id}"
+        self._incidents[ident] = (ts, root_id, ts)
+        return ident, ts
 
     def _focus(self, symptoms: list[Symptom], x: F64) -> npt.NDArray[np.bool_]:
         """Candidates worth scoring: on a node some symptom is on, or a link voted for."""
@@ -152,29 +168,39 @@ class RcaEngine:
 
     def _diagnose(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
                   best: npt.NDArray[np.int64],
-                  flows: list[tuple[int, int, tuple[int, ...]]]) -> Diagnosis | None:
-        cfg, cand = self.config, self.candidates
-        order = np.argsort(-root, kind="stable")[: cfg.top_k]
-        if float(root[order].sum()) <= 0:
-            return None
-        top = self._steady(int(order[0]), root, best)
-        order = np.concatenate(([top], order[order != top]))[: cfg.top_k]
-        total = float(root[order].sum())
+                  flows: list[tuple[int, int, tuple[int, ...]]]) -> tuple[Diagnosis, ...]:
+        cfg = self.config
         missing = _missing(self.index, sig)
-        penalty = min(0.5, cfg.missing_penalty * len(missing))
-        confidence = float(root[top]) * (1.0 - penalty)
-        if confidence < cfg.min_confidence:
-            return None
+        scale = 1.0 - min(0.5, cfg.missing_penalty * len(missing))
+        groups = pick_roots(root, self._cand_nodes, {s.candidate for s in symptoms},
+                            floor=cfg.min_confidence / scale, echo_floor=cfg.echo_floor,
+                            max_roots=cfg.max_roots)
+        taken = {g.root for g in groups}
+        out: list[Diagnosis] = []
+        used: set[str] = set()
+        for g in groups:
+            top = self._steady(g, root, best, taken)
+            taken.add(top)
+            g = RootGroup(top, g.nodes)
+            order = alternatives(root, g, taken - {top}, self._cand_nodes, cfg.top_k)
+            d = self._one(ts, sig, symptoms, root, best, flows, order, missing, scale, used)
+            used.add(d.id)
+            out.append(d)
+        return tuple(out)
+
+    def _one(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
+             best: npt.NDArray[np.int64], flows: list[tuple[int, int, tuple[int, ...]]],
+             order: list[int], missing: list[str], scale: float, used: set[str]) -> Diagnosis:
+        cand = self.candidates
+        top = order[0]
+        total = float(root[order].sum())
         root_id = cand.names[top]
-        if self._incident is None or not related(self._incident[2], root_id):
-            self._incident = (f"dx-{ts}-{root_id}", ts, root_id)
-        else:
-            self._incident = (self._incident[0], self._incident[1], root_id)
+        ident, onset = self._incident_for(root_id, ts, used)
         ranked = tuple(
             RankedEntity(entity=cand.names[i], kind=KIND_NAMES[cand.kind[i]],
                          probability=round(float(root[i]) / max(total, 1.0), 4),
                          fault_type=CLASSES[int(best[i])])
-            for i in order.tolist() if root[i] > 0.01)
+            for i in order if root[i] > 0.01)
         fault = CLASSES[int(best[top])]
         ev: list[Evidence] = evidence_for(self.index, cand, top, sig, symptoms)
         gone = [Evidence(entity=m, signal="missing", value=1.0,
@@ -182,22 +208,23 @@ class RcaEngine:
         ev = ev[:4] + gone[:8] + ev[4:]
         hosts, jobs = affected(self.index, cand, top, flows, self.jobs)
         return Diagnosis(
-            id=self._incident[0], ts_ns=ts, onset_ns=self._incident[1], root=cand.names[top],
+            id=ident, ts_ns=ts, onset_ns=onset, root=root_id,
             root_kind=KIND_NAMES[cand.kind[top]], fault_type=fault,
-            confidence=round(confidence, 4), ranked=ranked, evidence=tuple(ev[:16]),
-            missing=tuple(missing), affected_hosts=hosts, affected_jobs=jobs,
-            action=ACTIONS.get(fault, ""), model_version=self.model.version if self.model else "")
+            confidence=round(float(root[top]) * scale, 4), ranked=ranked,
+            evidence=tuple(ev[:16]), missing=tuple(missing), affected_hosts=hosts,
+            affected_jobs=jobs, action=ACTIONS.get(fault, ""),
+            model_version=self.model.version if self.model else "")
 
 
 def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B:
-    """Per node: flows moving there are no sign of a hash fault. A node with a port
-    down, flapping or silent; every node while any link changes state (ECMP groups
-    all over the fabric re-hash when a member comes or goes)."""
-    changing = sig.flaps > flapping
-    if changing.any():
-        return np.ones(ix.n_nodes, bool)
-    shaky = sig.oper_down | sig.missing | sig.node_missing
-    out: B = np.bincount(ix.port_node[shaky], minlength=ix.n_nodes) > 0
+    """Per node: flows moving there, or along a path through there, are no sign of a
+    hash fault. The ends of a link that is down or changing state, and a node with a
+    silent port: ECMP groups that lose or regain a member re-hash their flows."""
+    shaky_port = sig.oper_down | (sig.flaps > flapping)
+    peer = ix.peer[shaky_port]
+    shaky = ix.port_node[np.concatenate((np.flatnonzero(shaky_port), peer[peer >= 0]))]
+    silent = ix.port_node[sig.missing | sig.node_missing]
+    out: B = np.bincount(np.concatenate((shaky, silent)), minlength=ix.n_nodes) > 0
     return out
 
 

@@ -31,7 +31,14 @@ ACTIONS: Final = {
     "nic_down": "drain the host from the job and attach a spare",
     "switch_down": "confirm traffic has moved off the switch and open a ticket",
     "pfc_deadlock": "break the cycle: drain one link of it and reset the paused queues",
-    "ecn_misconfig": "restore the switch's ECN profile",
+    "ecn_misconfig": "restore the switch's ECN profile of the lossless queue (settings "
+                     "ecn.min_threshold_bytes, ecn.max_threshold_bytes, "
+                     "ecn.mark_probability_pct, ecn.enabled on its ports) to intent",
+}
+#: What a configuration symptom says about a setting (see fabricops.core.roce_settings).
+SETTING_NOTES: Final = {
+    "ecn_below_kmin": "; setting ecn.min_threshold_bytes: packets are marked while the "
+                      "queue is below the usual Kmin, so the threshold is set too low",
 }
 _SIGNALS: Final = ("fcs_ratio", "pause_tx", "pause_rx", "ecn_ratio", "rx_drop_db", "flaps",
                    "retrans_ratio", "cnp_ratio", "util_tx")
@@ -52,7 +59,7 @@ def root_ports(ix: PortIndex, cand: Candidates, i: int) -> np.ndarray:
 def evidence_for(ix: PortIndex, cand: Candidates, i: int, sig: PortSignals,
                  symptoms: Sequence[Symptom]) -> list[Evidence]:
     out = [Evidence(entity=cand.names[i], signal=s.rule, value=s.value,
-                    note=f"rule suggests {s.fault_type}")
+                    note=f"rule suggests {s.fault_type}" + SETTING_NOTES.get(s.rule, ""))
            for s in sorted((s for s in symptoms if s.candidate == i),
                            key=lambda s: -s.severity)]
     seen = {(e.entity, e.signal) for e in out}

@@ -231,7 +231,7 @@ class IntPaths:
         self.keep_ns = int(keep_s * 1e9)
         self._paths: dict[tuple[int, int, int], tuple[int, tuple[int, ...]]] = {}
         self._egress: dict[tuple[int, int, int], tuple[int, ...]] = {}
-        self._moves: list[tuple[int, int, int]] = []  # ts, old port, new port
+        self._moves: list[tuple[int, int, int, tuple[int, ...]]] = []  # ts, old, new, nodes
         self.reports_unnamed = 0
 
     def ingest(self, batch: IntBatch) -> None:
@@ -259,28 +259,36 @@ class IntPaths:
             key = (s, d, int(batch.sport[i]))
             before = self._egress.get(key)
             if before is not None and tuple(ports) != before:
-                self._note_moves(ts, before, ports)
+                old_links = self._paths[key][1] if key in self._paths else ()
+                self._note_moves(ts, before, ports, (*old_links, *links))
             self._paths[key] = (ts, tuple(dict.fromkeys(links)))
             self._egress[key] = tuple(ports)
 
-    def _note_moves(self, ts: int, before: tuple[int, ...], after: list[int]) -> None:
-        node_of = self.index.port_node
+    def _note_moves(self, ts: int, before: tuple[int, ...], after: list[int],
+                    links: tuple[int, ...]) -> None:
+        ix = self.index
+        node_of = ix.port_node
         now = {int(node_of[p]): p for p in after}
+        nodes = tuple({int(n) for n in node_of[ix.link_ports[list(links)]].ravel()}) \
+            if links else ()
         for p in before:
             q = now.get(int(node_of[p]))
             if q is not None and q != p:
-                self._moves.append((ts, p, q))
+                self._moves.append((ts, p, q, nodes))
 
     def moves(self, now_ns: int, uplink: B, unstable: B) -> F64:
         """Per node: flows that moved from one uplink to another within ``keep_s``.
 
-        ``unstable`` is per node (a port down, flapping or silent): moves at such a
-        node are forgotten for good, since a group that loses or regains a member
-        re-hashes its flows.
+        ``unstable`` is per node (an end of a link that is down or flapping, or a
+        node with a silent port): a move at such a node, or of a flow whose old or
+        new path crosses one, is forgotten for good, since every ECMP group that
+        loses or regains a member re-hashes its flows. Moves elsewhere still count
+        while a link flaps.
         """
         node_of = self.index.port_node
         kept = [m for m in self._moves
-                if now_ns - m[0] <= self.keep_ns and not unstable[node_of[m[1]]]]
+                if now_ns - m[0] <= self.keep_ns and not unstable[node_of[m[1]]]
+                and not any(unstable[n] for n in m[3])]
         self._moves = kept
         out = np.zeros(self.index.n_nodes)
         if not kept:

@@ -3,8 +3,9 @@
 An actuator carries out ``Step``s on something outside fabricops: the simulated
 fabric, a switch over gNMI Set, an external automation over a webhook, a
 scheduler through a command. ``apply`` returns facts learnt while applying
-(the previous WCMP weight or ECMP hash fields as ``previous``, the spare that
-was attached) from which ``inverse`` builds the steps that undo it; without a
+(the previous WCMP weight or ECMP hash fields as ``previous``, the previous value
+of each setting a ``set_config`` step wrote as ``previous.<setting>``, the spare
+that was attached) from which ``inverse`` builds the steps that undo it; without a
 ``previous`` the undo restores the default (weight 1, hashing on L3+L4).
 Actuators are picked per step operation by ``Actuators``; there is no
 discovery by name.
@@ -17,6 +18,10 @@ from collections.abc import Mapping
 from typing import Protocol
 
 from fabricops.core.actions import Action, Param, Step, StepOp
+
+
+PREVIOUS = "previous."
+"""Prefix of the facts a ``set_config`` step returns: ``previous.<setting>`` -> old value."""
 
 
 class ActuatorError(RuntimeError):
@@ -65,6 +70,10 @@ def inverse(step: Step, facts: Mapping[str, Param]) -> tuple[Step, ...]:
             return (Step(op=StepOp.DRAIN_HOST, target=t, params={"job": p["job"]}),)
         case StepOp.RELEASE_SPARE:
             return (Step(op=StepOp.ATTACH_SPARE, target=str(p["job"]), params={"host": t}),)
+        case StepOp.SET_CONFIG:
+            back = {k.removeprefix(PREVIOUS): v for k, v in facts.items()
+                    if k.startswith(PREVIOUS)}
+            return (Step(op=StepOp.SET_CONFIG, target=t, params=back),) if back else ()
     return ()  # relabelling and tickets need no undo
 
 

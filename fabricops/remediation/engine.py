@@ -26,7 +26,15 @@ from collections.abc import Callable, Mapping, Sequence
 from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricops.core.actions import Action, ActionKind, ActionMode, ActionState, Step, StepOp
+from fabricops.core.actions import (
+    Action,
+    ActionKind,
+    ActionMode,
+    ActionState,
+    Param,
+    Step,
+    StepOp,
+)
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
 from fabricops.remediation.actuator import ActuatorError, Actuators, inverse
@@ -60,14 +68,14 @@ class RemediationEngine:
 
     def __init__(self, config: RemediationConfig, topology: Topology, actuators: Actuators,
                  watch: FabricWatch, placement: Mapping[str, Sequence[str]] | None = None,
-                 record: Record | None = None, registry: CollectorRegistry | None = None
-                 ) -> None:
+                 record: Record | None = None, registry: CollectorRegistry | None = None,
+                 intent: Mapping[str, Mapping[str, Param]] | None = None) -> None:
         self.config = config
         self.topology = topology
         self.actuators = actuators
         self.watch = watch
         self.placement: dict[str, list[str]] = {j: list(h) for j, h in (placement or {}).items()}
-        self.policy = Policy(config.policy, topology, self.placement)
+        self.policy = Policy(config.policy, topology, self.placement, intent)
         self.radius = BlastRadius(config.safety, topology)
         self.twin = LoadTwin(topology)
         self.record = record or (lambda new, prior: new)
@@ -107,6 +115,24 @@ class RemediationEngine:
                                 "auto mode: approved by policy")
             action = self._apply(action, now_ns)
         return action
+
+    def submit(self, action: Action, now_ns: int) -> Action:
+        """Take an action planned elsewhere (``fabricops config apply``) through the same
+        envelope as a remedy: recorded as proposed; in auto mode approved and applied at
+        once (blast radius, pre-check, undo on failure), in approve mode left for a
+        person, in observe mode only proposed. An id already known returns that action."""
+        if action.id in self.actions:
+            return self.actions[action.id]
+        action = self._store(action, None)
+        if self.config.safety.mode is ActionMode.AUTO:
+            action = self._move(action, ActionState.APPROVED, now_ns, "auto",
+                                "auto mode: approved")
+            action = self._apply(action, now_ns)
+        return action
+
+    def rollback(self, action_id: str, now_ns: int, actor: str, why: str) -> Action:
+        """Undo an applied action now (its verification failed); returns it rolled back."""
+        return self._rollback(self.actions[action_id], now_ns, actor, why)
 
     def tick(self, now_ns: int, pending: Sequence[Action] = ()) -> None:
         """Verify applied actions; act on approvals and rollback requests in ``pending``."""

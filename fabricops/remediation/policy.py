@@ -18,7 +18,11 @@ the defaults:
   attach a spare);
 - switch down -> drain every neighbour port facing it (traffic moves now,
   not after routing converges) and raise a ticket;
-- incast, ECN misconfiguration -> a ticket: no automatic change fixes them.
+- ECN misconfiguration -> restore the diagnosed switch's ECN settings (the ECN
+  profile of the lossless queue on every port, ``restore_config``) to their intent,
+  given as ``intent`` (device -> setting key -> value, see
+  :mod:`fabricops.core.roce_settings`); without an intent for the switch, a ticket;
+- incast -> a ticket: no automatic change fixes it.
 
 An action's id derives from the diagnosis id, kind and target, so a revised
 diagnosis of the same incident proposes the same actions (idempotence).
@@ -37,6 +41,7 @@ from fabricops.core.actions import (
     ActionMode,
     ActionState,
     AuditEntry,
+    Param,
     Step,
     StepOp,
 )
@@ -57,7 +62,12 @@ DEFAULT_REMEDIES: dict[FaultType, ActionKind] = {
     FaultType.NIC_DOWN: ActionKind.REPLACE_NODE,
     FaultType.SWITCH_DOWN: ActionKind.DRAIN_SWITCH,
     FaultType.INCAST: ActionKind.TICKET,
-    FaultType.ECN_MISCONFIG: ActionKind.TICKET,
+    FaultType.ECN_MISCONFIG: ActionKind.RESTORE_CONFIG,
+}
+#: The settings a configuration fault type implicates (leaf keys, per port).
+SETTINGS_OF: dict[FaultType, tuple[str, ...]] = {
+    FaultType.ECN_MISCONFIG: ("ecn.enabled", "ecn.min_threshold_bytes",
+                              "ecn.max_threshold_bytes", "ecn.mark_probability_pct"),
 }
 
 
@@ -85,10 +95,12 @@ class Policy:
     """Turns diagnoses into proposed actions (see the module docstring)."""
 
     def __init__(self, config: PolicyConfig, topology: Topology,
-                 placement: Mapping[str, Sequence[str]] | None = None) -> None:
+                 placement: Mapping[str, Sequence[str]] | None = None,
+                 intent: Mapping[str, Mapping[str, Param]] | None = None) -> None:
         self.config = config
         self.topology = topology
         self.placement: Mapping[str, Sequence[str]] = placement if placement is not None else {}
+        self.intent: Mapping[str, Mapping[str, Param]] = intent if intent is not None else {}
 
     def plan(self, d: Diagnosis, *, mode: ActionMode, ts_ns: int) -> Action:
         """The proposed remedy for ``d``; PlanError if its root does not fit the remedy."""
@@ -139,11 +151,26 @@ class Policy:
             return kind, root, steps, f"re-label the flows of {', '.join(jobs)}"
         if kind is ActionKind.DRAIN_SWITCH:
             return self._drain_switch(d)
+        if kind is ActionKind.RESTORE_CONFIG:
+            return self._restore(d)
         if kind is ActionKind.FIX_HASH:
             self._switch(root, kind)
             return (kind, root, [Step(op=StepOp.SET_HASH, target=root, params={"l4": True})],
                     "hash ECMP on L3+L4 (the UDP source port too) again")
         return self._ticket(d, "no automatic remedy; a person must look")
+
+    def _restore(self, d: Diagnosis) -> tuple[ActionKind, str, list[Step], str]:
+        self._switch(d.root, ActionKind.RESTORE_CONFIG)
+        leaves = SETTINGS_OF.get(FaultType(d.fault_type), ())
+        wanted = {k: v for k, v in self.intent.get(d.root, {}).items()
+                  if k.split(".", 2)[-1] in leaves}
+        if not wanted:
+            return self._ticket(d, f"no intended value of {', '.join(leaves)} is known "
+                                f"for {d.root}")
+        names = ", ".join(leaves)
+        return (ActionKind.RESTORE_CONFIG, d.root,
+                [Step(op=StepOp.SET_CONFIG, target=d.root, params=wanted)],
+                f"restore {names} on {len(wanted) // max(len(leaves), 1)} port(s) to intent")
 
     def _switch(self, root: str, kind: ActionKind) -> None:
         node = self.topology.node_by_id.get(root)
@@ -194,6 +221,7 @@ __all__ = [
     "PlanError",
     "Policy",
     "PolicyConfig",
+    "SETTINGS_OF",
     "TopologyError",
     "action_id",
 ]

@@ -198,9 +198,10 @@ def leaf_spine(
     return f.topology("leaf_spine", name, params)
 
 
-def _cable_cores(f: _Fabric, pod: int, aggs: list[str], cores: list[str], speed: int) -> None:
+def _cable_cores(
+    f: _Fabric, pod: int, aggs: list[str], cores: list[str], half: int, speed: int
+) -> None:
     """Agg m's uplink c (after its k/2 down ports) to core m*k/2+c, core port eth{pod+1}."""
-    half = len(aggs)
     for m, agg in enumerate(aggs):
         for c in range(half):
             up_port = f.port(agg, _eth(half + c), speed)
@@ -211,11 +212,17 @@ def fat_tree(
     *,
     k: int = 8,
     nics_per_host: int = 1,
+    oversubscription: float = 1.0,
     link_speed_bps: int = DEFAULT_SPEED_BPS,
     nic_speed_bps: int = DEFAULT_SPEED_BPS,
     name: str | None = None,
 ) -> Topology:
     """A 3-tier k-ary fat-tree: k pods of k/2 leaves and k/2 aggs, (k/2)^2 cores.
+
+    With ``oversubscription`` o != 1 a leaf splits its k ports as ``leaf_spine`` does
+    (``down = round(k*o/(o+1))`` host-facing, ``up = k - down`` uplinks), so a pod has
+    ``up`` aggs and the fabric ``up*k/2`` cores; aggs and cores keep k ports. The text
+    below describes o = 1, where down = up = k/2.
 
     Leaf ``leaf-{p}-{i}``: ports eth1..eth{k/2} face hosts, uplink m (eth{k/2+m+1}) goes to
     ``agg-{p}-{m}`` (its port eth{i+1}). Agg m's uplink c (eth{k/2+c+1}) goes to
@@ -227,33 +234,34 @@ def fat_tree(
     ``nic_speed_bps``, switch-to-switch links at ``link_speed_bps``.
     """
     params: dict[str, Any] = {
-        "k": k, "nics_per_host": nics_per_host,
+        "k": k, "nics_per_host": nics_per_host, "oversubscription": oversubscription,
         "link_speed_bps": link_speed_bps, "nic_speed_bps": nic_speed_bps,
     }  # fmt: skip
     _check_params(params)
     if k % 2:
         raise BuilderError(f"k={k} must be even: a fat-tree switch splits its k ports in halves")
     half = k // 2
-    if (half * half) % nics_per_host:
+    down, up = (half, half) if oversubscription == 1 else _split(k, oversubscription)
+    if (half * down) % nics_per_host:
         raise BuilderError(
-            f"nics_per_host={nics_per_host} must divide (k/2)^2={half * half}, "
+            f"nics_per_host={nics_per_host} must divide {half * down}, "
             "the host-facing ports of a pod"
         )
-    per_pod, pods = half * half // nics_per_host, range(k)
+    per_pod, pods = half * down // nics_per_host, range(k)
     f = _Fabric()
     hosts = _add_hosts(f, k * per_pod, per_pod=per_pod)
     leaves = [[f.node(f"leaf-{p}-{i}", NodeRole.LEAF, pod=p) for i in range(half)] for p in pods]
-    aggs = [[f.node(f"agg-{p}-{i}", NodeRole.AGG, pod=p) for i in range(half)] for p in pods]
-    cores = [f.node(f"core-{j}", NodeRole.CORE) for j in range(half * half)]
+    aggs = [[f.node(f"agg-{p}-{i}", NodeRole.AGG, pod=p) for i in range(up)] for p in pods]
+    cores = [f.node(f"core-{j}", NodeRole.CORE) for j in range(up * half)]
     for h, host in enumerate(hosts):
         pod, local = divmod(h, per_pod)
         for r in range(nics_per_host):
-            leaf, slot = divmod(local * nics_per_host + r, half)
+            leaf, slot = divmod(local * nics_per_host + r, down)
             port = f.port(leaves[pod][leaf], _eth(slot), nic_speed_bps)
             f.link(_nic(f, host, r, nic_speed_bps), port)
     for p in pods:
-        _mesh(f, leaves[p], aggs[p], first_up=half, per_pair=1, speed=link_speed_bps)
-        _cable_cores(f, p, aggs[p], cores, link_speed_bps)
+        _mesh(f, leaves[p], aggs[p], first_up=down, per_pair=1, speed=link_speed_bps)
+        _cable_cores(f, p, aggs[p], cores, half, link_speed_bps)
     return f.topology("fat_tree", name, params)
 
 

@@ -37,7 +37,7 @@ class TickEffects:
     loss: F64  # per channel (+ dummy)
     pause_fixed: F64  # per channel: share of time paused by a broken receiver
     drain_share: F64  # per channel into a NIC: share of line rate the NIC drains
-    ecn_mode: npt.NDArray[np.int8]  # per channel: 0 normal, 1 aggressive, 2 disabled
+    ecn_mode: npt.NDArray[np.int8]  # per channel: unused (ECN faults change settings.py)
     l3_only: B  # per switch
     rx_offset_db: F64  # per port
     node_down: B
@@ -153,8 +153,6 @@ def _apply(fx: TickEffects, r: Resolved, elapsed_s: float, fab: Fabric) -> None:
         fx.node_down[r.node] = True
     elif t is FaultType.HASH_POLARIZATION:
         fx.l3_only[fab.node_switch[r.node]] = True
-    elif t is FaultType.ECN_MISCONFIG:
-        fx.ecn_mode[ch] = 1 if p.mode == "aggressive" else 2
     elif t is FaultType.INCAST:
         fx.incast_flows.append(r.flows)
         fx.incast_rate.append(p.rate_share)

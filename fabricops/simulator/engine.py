@@ -3,7 +3,8 @@
 ``Simulator(topology, config)`` is inert; add jobs and faults, then ``step()``
 advances one tick of ``tick_s`` simulated seconds. ``frames()`` gives the
 telemetry of the tick just simulated; ``control`` is the fabric's control
-surface; ``ground_truth()`` is for scoring only. A switch's ECMP hash fields
+surface; ``settings`` its running RoCE configuration, which the physics obeys and
+configuration faults change; ``ground_truth()`` is for scoring only. A switch's ECMP hash fields
 come from its configuration (``hash_config``, set through ``control``) once it
 has one, and until then from the faults in effect.
 """
@@ -26,6 +27,7 @@ from fabricops.simulator.faults import FaultError, FaultSpec, FaultType, GroundT
 from fabricops.simulator.observe import TickObservation
 from fabricops.simulator.physics import PhysicsConfig
 from fabricops.simulator.routing import Router
+from fabricops.simulator.settings import RunningConfig, SettingFaults
 from fabricops.simulator.telemetry import OPER_DOWN, OPER_UP, Telemetry
 from fabricops.simulator.tick import simulate_tick
 from fabricops.simulator.workload import JobSpec, Workload
@@ -66,6 +68,9 @@ class Simulator:
         if self.config.ecmp_seeds == "identical":
             seeds[:] = seeds[0]
         self.router = Router(fab, seeds)
+        self.settings = RunningConfig(fab, self.router.seed, self.config.physics,
+                                      self.config.lossless_priorities[0], self.reroute_all)
+        self._setting_faults = SettingFaults(self.settings)
         self.workload = Workload(fab, rng_work)
         self.faults = FaultBook(fab)
         self.telemetry = Telemetry(fab, self.config.lossless_priorities)
@@ -152,6 +157,7 @@ class Simulator:
     def step(self) -> TickObservation:
         """Simulate one tick; return what happened in it."""
         t = self.time_s
+        self._setting_faults.step(t, [r.spec for r in self.faults.faults])
         fx = self.faults.effects(t, self.admin_up)
         self._reboot_returning(t)
         self._update_links(fx, t)

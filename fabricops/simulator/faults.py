@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricops.core.entities import EntityKind, entity_kind
-from fabricops.core.faults import TARGETS, FaultType, Target
+from fabricops.core.faults import SETTING_TARGETS, TARGETS, FaultType, SettingFault, Target
 from fabricops.core.topology import Topology
 
 
@@ -60,7 +60,29 @@ class EcnParams(_Params):
     mode: Literal["aggressive", "disabled"] = "aggressive"
 
 
-PARAMS: dict[FaultType, type[_Params]] = {
+class LinkEndParams(_Params):
+    end: Literal["a", "b"] = Field(default="b", description="Which end of the link changes")
+
+
+class PfcPriorityParams(LinkEndParams):
+    priority: int = Field(default=4, ge=0, le=7, description="No-drop priority set instead")
+
+
+class MtuParams(LinkEndParams):
+    mtu_bytes: int = Field(default=1500, ge=68, le=9216, description="MTU set on that end")
+
+
+class HeadroomParams(LinkEndParams):
+    share: float = Field(default=0.25, ge=0, lt=1, description="Of the headroom the cable needs")
+
+
+class EcnThresholdParams(_Params):
+    min_threshold_bytes: int = Field(default=4_000_000, ge=0)
+    max_threshold_bytes: int = Field(default=16_000_000, gt=0)
+    mark_probability_pct: int = Field(default=10, ge=0, le=100)
+
+
+PARAMS: dict[FaultType | SettingFault, type[_Params]] = {
     FaultType.LINK_DOWN: NoParams,
     FaultType.LINK_FLAP: FlapParams,
     FaultType.GRAY_LOSS: LossParams,
@@ -73,6 +95,11 @@ PARAMS: dict[FaultType, type[_Params]] = {
     FaultType.SWITCH_DOWN: NoParams,
     FaultType.PFC_DEADLOCK: NoParams,
     FaultType.ECN_MISCONFIG: EcnParams,
+    SettingFault.PFC_PRIORITY_MISMATCH: PfcPriorityParams,
+    SettingFault.MTU_MISMATCH: MtuParams,
+    SettingFault.HEADROOM_SHORT: HeadroomParams,
+    SettingFault.ECN_THRESHOLD: EcnThresholdParams,
+    SettingFault.HASH_SEED_EQUAL: NoParams,
 }
 
 class FaultSpec(BaseModel):
@@ -80,7 +107,7 @@ class FaultSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: FaultType
+    type: FaultType | SettingFault
     entity: str
     start_s: float = Field(default=0.0, ge=0)
     duration_s: float | None = Field(default=None, gt=0)
@@ -100,7 +127,7 @@ class GroundTruth(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     fault_id: int
-    type: FaultType
+    type: FaultType | SettingFault
     entity: str
     start_s: float
     end_s: float | None
@@ -125,7 +152,7 @@ def parse_fault(doc: Any, index: int) -> FaultSpec:
 
 def check_target(spec: FaultSpec, topo: Topology, index: int) -> None:
     """Refuse a fault whose entity does not exist or is of the wrong kind."""
-    want = TARGETS[spec.type]
+    want = {**TARGETS, **SETTING_TARGETS}[spec.type]
     label = f"fault #{index} ({spec.type.value} on {spec.entity!r})"
     if not topo.entity_exists(spec.entity):
         raise FaultError(f"{label}: entity {spec.entity!r} does not exist in the topology")
@@ -147,5 +174,38 @@ def check_target(spec: FaultSpec, topo: Topology, index: int) -> None:
                          f"and {spec.entity!r} is a {kind.value}{hint}")
 
 
-__all__ = ["PARAMS", "TARGETS", "FaultError", "FaultSpec", "FaultType", "GroundTruth", "Target",
-           "check_target", "parse_fault"]
+class MiswireSpec(BaseModel):
+    """A ``miswire``: the far (``b``) ends of two links swapped, as a cabling mistake.
+
+    The intended topology stays as built; what the devices see of their neighbours
+    (LLDP) follows the true wiring. Its ground truth is the spec itself.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    type: Literal["miswire"] = "miswire"
+    links: tuple[str, str] = Field(description="Ids of the two links whose far ends swap")
+
+
+def miswired_peers(topo: Topology, miswires: list[MiswireSpec]) -> dict[str, str]:
+    """Port id to the port id really cabled to it, with ``miswires`` applied in order.
+
+    FaultError names a miswire whose links do not exist or are the same link.
+    """
+    peers = dict(topo.peer_of)
+    for i, spec in enumerate(miswires):
+        label = f"miswire #{i} ({' and '.join(spec.links)})"
+        ends = [topo.link_by_id.get(link) for link in spec.links]
+        if any(e is None for e in ends):
+            raise FaultError(f"{label}: both must be links of the topology")
+        if spec.links[0] == spec.links[1]:
+            raise FaultError(f"{label}: a link cannot be swapped with itself")
+        near = [e.a for e in ends if e is not None]
+        far = [peers[n] for n in near]
+        for n, f in zip(near, reversed(far), strict=True):
+            peers[n], peers[f] = f, n
+    return peers
+
+
+__all__ = ["PARAMS", "TARGETS", "FaultError", "FaultSpec", "FaultType", "GroundTruth",
+           "MiswireSpec", "SettingFault", "Target", "check_target", "miswired_peers", "parse_fault"]

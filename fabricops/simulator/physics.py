@@ -66,6 +66,9 @@ class PhysicsConfig(BaseModel):
     retry_rate_bps: float = Field(
         default=1e9, ge=0, description="Rate a sender keeps resending into a black hole"
     )
+    pfc_response_ns: float = Field(
+        default=2400.0, ge=0, description="PFC response time a port's headroom must cover"
+    )
 
 
 def sum_at(index: npt.NDArray[np.integer[Any]], weights: F64, n_slots: int) -> F64:
@@ -101,25 +104,32 @@ def goodput_share(loss: F64, cfg: PhysicsConfig) -> F64:
     return 1.0 / (1.0 + loss * cfg.gbn_resend_pkts)
 
 
-def queue_depth(offered: F64, served: F64, capacity: F64, cfg: PhysicsConfig) -> F64:
-    """Egress queue depth (bytes) of each channel for one tick."""
+def queue_depth(offered: F64, served: F64, capacity: F64, cfg: PhysicsConfig,
+                kmin: F64 | float | None = None, kmax: F64 | float | None = None) -> F64:
+    """Egress queue depth (bytes) of each channel for one tick.
+
+    ``kmin``/``kmax`` (per channel) are the ECN thresholds queues settle between;
+    by default the physics' own.
+    """
+    lo = cfg.ecn_kmin_bytes if kmin is None else kmin
+    hi = cfg.ecn_kmax_bytes if kmax is None else kmax
     util = np.clip(served / np.maximum(capacity, 1.0), 0.0, 0.999)
-    standing = np.minimum(cfg.packet_bytes * util**2 / (1.0 - util), cfg.ecn_kmin_bytes * 0.5)
+    standing = np.minimum(cfg.packet_bytes * util**2 / (1.0 - util), np.multiply(lo, 0.5))
     backlog = 1.0 - np.minimum(capacity, offered) / np.maximum(offered, 1e-9)
-    rising = cfg.ecn_kmin_bytes + (cfg.xoff_bytes - cfg.ecn_kmin_bytes) * np.minimum(
+    rising = lo + np.subtract(cfg.xoff_bytes, lo) * np.minimum(
         1.0, backlog / cfg.pfc_backlog_share
     )
-    settled = cfg.ecn_kmin_bytes + (cfg.ecn_kmax_bytes - cfg.ecn_kmin_bytes) * (
-        cfg.equilibrium_depth
-    )
+    settled = lo + np.subtract(hi, lo) * cfg.equilibrium_depth
     queue = np.where(util >= 0.98, settled, standing)
     return np.where(offered > capacity * 1.0001, rising, queue)
 
 
-def mark_probability(queue: F64, kmin: F64, kmax: F64, cfg: PhysicsConfig) -> F64:
+def mark_probability(queue: F64, kmin: F64, kmax: F64, cfg: PhysicsConfig,
+                     pmax: F64 | float | None = None) -> F64:
     """RED/ECN marking probability for a queue depth and per-channel thresholds."""
+    top = cfg.ecn_pmax if pmax is None else pmax
     with np.errstate(invalid="ignore"):
-        ramp = cfg.ecn_pmax * (queue - kmin) / np.maximum(kmax - kmin, 1.0)
+        ramp = top * (queue - kmin) / np.maximum(kmax - kmin, 1.0)
         return np.where(queue < kmin, 0.0, np.where(queue >= kmax, 1.0, ramp))
 
 

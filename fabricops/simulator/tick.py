@@ -10,6 +10,7 @@ import numpy.typing as npt
 from fabricops.simulator import physics as ph
 from fabricops.simulator.effects import TickEffects
 from fabricops.simulator.observe import TickObservation
+from fabricops.simulator.settings import ChannelSettings
 
 if TYPE_CHECKING:
     from fabricops.simulator.engine import Simulator
@@ -24,7 +25,10 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     cfg, fab, wl = sim.config.physics, sim.fabric, sim.workload
     epath, dead_ch = paths
     dt, line = sim.config.tick_s, sim.line_rate_bps()
-    loss = ph.path_product_complement(epath, fx.loss)
+    cs = sim.settings.channels()
+    dropped = cs.buffer_loss(sim.pause_next)
+    ch_loss = 1.0 - (1.0 - fx.loss) * (1.0 - cs.mtu_loss) * (1.0 - dropped)
+    loss = ph.path_product_complement(epath, ch_loss)
     demand = _demand(sim, fx, line, dt, ph.goodput_share(loss, cfg))
     dead = dead_ch >= 0
     offered = np.where(dead, np.minimum(demand, cfg.retry_rate_bps), demand)
@@ -33,19 +37,20 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     nominal = np.append(fab.ch_capacity_bps * up, ph.BIG * 1e9)
     off_load = ph.channel_sum(epath, offered, n_slots)
     slow = (fx.drain_share < 1.0) & (off_load > fx.drain_share * nominal)
-    pause = np.maximum.reduce([sim.pause_next, fx.pause_fixed,
+    pause = np.maximum.reduce([np.where(cs.pfc_ok, sim.pause_next, 0.0), fx.pause_fixed,
                                np.where(slow, 1.0 - fx.drain_share, 0.0)])
     pause[-1] = 0.0
     cap = nominal * (1.0 - pause)
     fair = ph.fair_rates(epath, offered, cap, cfg.fit_iterations)
     backlogged = off_load > cap * 1.0001
     backlogged[-1] = False
-    deaf = _deaf(fx, epath, offered, backlogged)
+    deaf = _deaf(fx, epath, offered, backlogged & cs.ecn_deaf)
     push = np.where(deaf, offered, fair)
     queue = ph.queue_depth(ph.channel_sum(epath, push, n_slots),
-                           ph.channel_sum(epath, fair, n_slots), cap, cfg)
+                           ph.channel_sum(epath, fair, n_slots), cap, cfg,
+                           *_queue_thresholds(cs, cfg))
     queue[-1] = 0.0
-    mark_ch = _marking(sim, fx, queue)
+    mark_ch = _marking(sim, cs, queue)
     marked = ph.path_product_complement(epath, mark_ch)
     rate = fair * ph.dcqcn_share(marked, cfg)
     served = ph.channel_sum(epath, rate, n_slots)
@@ -53,7 +58,7 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     sim.pause_next = _pause_next(sim, epath, offered, rate, demand, deaf, backlogged, nominal)
     pkts = rate * dt / 8.0 / cfg.packet_bytes
     cnp = np.where(goodput > 0, np.minimum(pkts * marked, dt / cfg.cnp_interval_s), 0.0)
-    _count_ports(sim, fx, served, pause, queue, mark_ch, offered, dead_ch)
+    _count_ports(sim, fx, served, pause, queue, mark_ch, offered, dead_ch, (cs.mtu_loss, dropped))
     _count_nics(sim, rate, pkts, loss, dead, cnp)
     wl.advance(goodput, dt)
     in_job = wl.flows.job >= 0
@@ -66,16 +71,16 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
 
 
 def _deaf(fx: TickEffects, epath: I32, offered: F64,
-          backlogged: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+          no_ecn: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
     """Flows whose sender hears no CNPs, so keeps pushing.
 
     Either the receiver drains nothing at all (a NIC pausing without end or a
     deadlocked cycle: a fault, not back-pressure), or ECN is off where the flow
-    is congested. A flow merely held by pauses from downstream is not deaf: its
+    is congested (``no_ecn``: backlogged channels whose marking is off or starts
+    above Xoff). A flow merely held by pauses from downstream is not deaf: its
     sender is paused in turn, and it speeds up as soon as the cause clears.
     """
     blocked = fx.pause_fixed >= 1.0
-    no_ecn = backlogged & (fx.ecn_mode == 2)
     deaf: npt.NDArray[np.bool_] = (offered > 0.0) & (blocked | no_ecn)[epath].any(axis=1)
     return deaf
 
@@ -103,20 +108,25 @@ def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float, efficiency: F
     return np.where(sim.routable, demand, 0.0)
 
 
-def _marking(sim: Simulator, fx: TickEffects, queue: F64) -> F64:
+def _queue_thresholds(cs: ChannelSettings, cfg: ph.PhysicsConfig) -> tuple[F64, F64]:
+    """Where queues settle: between the configured ECN thresholds where those are higher
+    than the physics' own (up to Xoff), else where DCQCN keeps them anyway."""
+    kmin = np.clip(np.maximum(cs.kmin, cfg.ecn_kmin_bytes), None, cfg.xoff_bytes)
+    kmax = np.clip(np.maximum(cs.kmax, cfg.ecn_kmax_bytes), None, cfg.xoff_bytes)
+    return kmin, np.maximum(kmax, kmin)
+
+
+def _marking(sim: Simulator, cs: ChannelSettings, queue: F64) -> F64:
     cfg, fab = sim.config.physics, sim.fabric
-    n = fab.n_channels + 1
-    kmin = np.full(n, cfg.ecn_kmin_bytes)
-    kmax = np.full(n, cfg.ecn_kmax_bytes)
-    aggressive, disabled = fx.ecn_mode == 1, fx.ecn_mode == 2
-    kmin[aggressive], kmax[aggressive] = 0.0, float(cfg.packet_bytes)
+    kmin, kmax = cs.kmin.copy(), cs.kmax.copy()
     nic_tx = np.append(fab.node_is_host[fab.ch_tx_node()], True)
-    kmin[disabled | nic_tx] = kmax[disabled | nic_tx] = np.inf
-    return np.nan_to_num(ph.mark_probability(queue, kmin, kmax, cfg), nan=0.0)
+    kmin[nic_tx] = kmax[nic_tx] = np.inf
+    return np.nan_to_num(ph.mark_probability(queue, kmin, kmax, cfg, cs.pmax), nan=0.0)
 
 
 def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue: F64,
-                 mark_ch: F64, offered: F64, dead_ch: I32) -> None:
+                 mark_ch: F64, offered: F64, dead_ch: I32,
+                 setting_loss: tuple[F64, F64]) -> None:
     cfg, fab, tel, rng = sim.config.physics, sim.fabric, sim.telemetry, sim.rng
     dt = sim.config.tick_s
     tx_ch = np.where(fab.port_tx_ch >= 0, fab.port_tx_ch, fab.n_channels)
@@ -128,9 +138,14 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
     rx = fab.ch_rx_port
     tel.add_whole("out_octets", sent * cfg.packet_bytes)
     tel.add_whole("in_octets", _to_ports(pkts_ch[:-1] * cfg.packet_bytes, rx, fab.n_ports))
-    tel.add_whole("in_pkts", _to_ports(pkts_ch[:-1] - errors[:-1], rx, fab.n_ports))
-    tel.add_whole("in_errors", _to_ports(errors[:-1], rx, fab.n_ports))
+    oversize = _binomial(rng, pkts_ch, setting_loss[0])
+    overflow = _binomial(rng, pkts_ch, setting_loss[1])
+    lost = errors[:-1] + oversize[:-1] + overflow[:-1]
+    tel.add_whole("in_pkts", _to_ports(pkts_ch[:-1] - lost, rx, fab.n_ports))
+    tel.add_whole("in_errors", _to_ports(errors[:-1] + oversize[:-1], rx, fab.n_ports))
     tel.add_whole("in_fcs_errors", _to_ports(errors[:-1], rx, fab.n_ports))
+    if overflow.any():
+        tel.add_whole("in_discards", _to_ports(overflow[:-1], rx, fab.n_ports))
     tel.add_whole("ecn_marked_pkts", _binomial(rng, pkts_ch, mark_ch)[tx_ch])
     dead = dead_ch >= 0
     drops = ph.sum_at(dead_ch[dead], offered[dead], fab.n_channels + 1)

@@ -78,6 +78,9 @@ MAPPED = [  # (path, TypedValue fields, metric, value)
     (f"{IF}/counters/out-octets", {"json_ietf_val": b'"123456789012"'}, "out_octets",
      123456789012),
     (f"{IF}/counters/in-fcs-errors", {"int_val": 7}, "in_fcs_errors", 7),
+    (f"{IF}/counters/in-errors", {"ascii_val": "77"}, "in_errors", 77),
+    (f"{IF}/counters/in-discards", {"json_ietf_val": b'"18446744073709551615"'}, "in_discards",
+     2**64 - 1),
     (f"{IF}/oper-status", {"string_val": "DOWN"}, "oper_status", 2),
     (f"{PFC}/in-pause-frames", {"uint_val": 42}, "pfc_rx_pause{prio=3}", 42),
     (f"{PFC}/out-pause-frames", {"json_val": b"43"}, "pfc_tx_pause{prio=3}", 43),
@@ -105,10 +108,10 @@ def test_a_leaf_maps_to_its_catalogue_metric(path: str, val: dict[str, Any], met
 
 
 SKIPPED = [  # (path, TypedValue fields, counted as)
-    ("/interfaces/interface[name=eth12]/state/mtu", {"uint_val": 9000}, "unmapped"),
+    ("/interfaces/interface[name=eth12]/state/mtu", {"uint_val": 9000}, "unsupported"),
     ("/system/state/hostname", {"string_val": "leaf-0"}, "unmapped"),
     ("/qos/interfaces/interface[interface-id=eth12]/output/queues/queue[name=7]/state/"
-     "instant-queue-len", {"double_val": 1.0}, "unmapped"),
+     "instant-queue-len", {"double_val": 1.0}, "unsupported"),
     ("/qos/interfaces/interface[interface-id=eth12]/pfc/priorities/priority[priority=9]/"
      "state/in-pause-frames", {"uint_val": 1}, "unmapped"),
     ("/interfaces/interface/state/counters/in-octets", {"uint_val": 1}, "unmapped"),
@@ -116,7 +119,8 @@ SKIPPED = [  # (path, TypedValue fields, counted as)
     (f"{IF}/counters/in-octets", {"int_val": -1}, "bad"),
     (f"{IF}/counters/in-octets", {"bool_val": True}, "bad"),
     (f"{IF}/oper-status", {"string_val": "SIDEWAYS"}, "bad"),
-    (f"{QUEUE}/instant-queue-len", {"json_ietf_val": b"{not json"}, "bad"),
+    (f"{QUEUE}/instant-queue-len", {"json_ietf_val": b"{not json"}, "encoding"),
+    (f"{QUEUE}/instant-queue-len", {"any_val": {}}, "encoding"),
 ]
 
 
@@ -126,10 +130,19 @@ def test_unknown_paths_and_bad_values_are_counted_and_skipped(
 ) -> None:
     good = (f"{IF}/counters/in-octets", {"uint_val": 1})
     mapped = NotificationMapper("leaf-0").map(_note([(path, val), good]), seq=0, received_ns=1)
-    assert (mapped.unmapped, mapped.bad_values) == ((1, 0) if counted == "unmapped" else (0, 1))
-    named = path.rpartition("/")[2] if counted == "unmapped" else "leaf-0:eth12"
-    assert mapped.problem is not None
-    assert named in mapped.problem
+    expected = {"unmapped": (1, 0, 0, 0), "bad": (0, 1, 0, 0), "unsupported": (0, 0, 1, 0),
+                "encoding": (0, 0, 0, 1)}[counted]
+    assert (mapped.unmapped, mapped.bad_values, sum(mapped.unsupported.values()),
+            mapped.bad_encodings) == expected
+    assert (mapped.leaves, mapped.mapped) == (2, 1)
+    if counted == "unsupported":
+        assert mapped.problem is None
+        assert len(mapped.unsupported) == 1
+    else:
+        named = {"unmapped": path.rpartition("/")[2], "bad": "leaf-0:eth12",
+                 "encoding": "instant-queue-len"}[counted]
+        assert mapped.problem is not None
+        assert named in mapped.problem
     assert _samples(mapped.frame) == {("leaf-0:eth12", "in_octets"): 1}
 
 

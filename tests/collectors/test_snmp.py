@@ -24,6 +24,7 @@ from fabricops.collectors.snmp import (
     SnmpTarget,
     targets_from_inventory,
 )
+from fabricops.core import snmp_entity_mib as ent
 from fabricops.core import snmp_mib as mib
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame, Source
@@ -102,18 +103,24 @@ def test_rows_become_catalogue_samples() -> None:
         mib.PFC_REQUESTS.oid: {(1,): 11, (2,): 12},
         mib.SENSOR_VALUE.oid: {(rx1,): mib.encode_sensor(mib.SensorKind.RX_POWER, -3.0),
                                (rx2,): 0},
+        ent.PHY_NAME.oid: {(rx1,): b"eth1 Rx Power", (rx2,): b"eth2 Rx Power"},
+        ent.PHY_CONTAINED_IN.oid: {(rx1,): 1001, (rx2,): 1002},  # port entities
+        ent.ALIAS_MAPPING.oid: {(1001, 0): ent.alias_to_if_index(1),
+                                (1002, 0): ent.alias_to_if_index(2)},
     }
     desc = dec.describe(tables)
-    assert desc.names == {1: "eth1", 2: "eth2"}
+    assert desc.names == {1: "eth1", 2: "eth2", 3: "ifIndex-3"}  # no ifName: named by index
     out = dec.decode_samples("sw", tables, desc)
     got = {(e, m): v for e, m, v in zip(out.entities, out.metrics, out.values, strict=True)}
     assert got == {
         ("sw:eth1", "in_octets"): 5, ("sw:eth2", "in_octets"): 6, ("sw:eth2", "in_errors"): 1,
+        ("sw:ifIndex-3", "in_octets"): 7,
         ("sw:eth1", "pfc_tx_pause{prio=3}"): 11, ("sw:eth2", "pfc_tx_pause{prio=3}"): 12,
         ("sw:eth1", "rx_power_dbm"): pytest.approx(-3.0, abs=1e-6),
         ("sw:eth2", "rx_power_dbm"): mib.DARK_DBM,
     }
-    assert (out.unknown_ports, out.malformed) == (1, 2)  # ifIndex 3; junk and prio 9
+    assert (out.unknown_ports, out.malformed) == (0, 1)  # junk
+    assert out.skipped == {"index_not_ifindex_priority": 1}  # prio 9: not used, no error
     assert dec.decode_samples("sw", tables, desc, pfc_fallback_priority=None).metrics.count(
         "pfc_tx_pause{prio=3}") == 1
     walk = desc.columns_to_walk(tables)
@@ -185,6 +192,9 @@ def assert_frame_matches_board(frame: Frame, board: FrameBoard, device: str) -> 
     names = [CATALOGUE.by_id(m).name for m in frame.metric.tolist()]
     entities = [frame.entities[i] for i in frame.entity_idx.tolist()]
     got = dict(zip(zip(entities, names, strict=True), frame.values().tolist(), strict=True))
+    chassis = {m for e, m in got if e == frame.device}  # the simulated chassis sensors
+    assert chassis == {"chassis_temperature_c", "fan_speed_rpm", "psu_power_w"}
+    got = {k: v for k, v in got.items() if k[0] != frame.device}
     expected = {k: v for k, v in held.values.items()
                 if k[1] not in NOT_IN_SNMP and k[0].startswith(f"{device}:")}
     assert got.keys() == expected.keys()

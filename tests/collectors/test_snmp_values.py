@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabricops.collectors import snmp_decode as dec
+from fabricops.core import snmp_entity_mib as ent
 from fabricops.core import snmp_mib as mib
 from fabricops.core.catalogue import CATALOGUE
 
@@ -24,7 +25,10 @@ def sensor_tables(kind: mib.SensorKind, raw: int, meta: tuple[int, int, int] | N
     idx = (mib.sensor_index(1, kind),)
     return {mib.IF_NAME.oid: {(1,): b"eth1"}, mib.SENSOR_TYPE.oid: {idx: sensor_type},
             mib.SENSOR_SCALE.oid: {idx: scale}, mib.SENSOR_PRECISION.oid: {idx: precision},
-            mib.SENSOR_VALUE.oid: {idx: raw}, mib.IF_HC_IN_OCTETS.oid: {(1,): 5}}
+            mib.SENSOR_VALUE.oid: {idx: raw}, mib.IF_HC_IN_OCTETS.oid: {(1,): 5},
+            ent.PHY_CONTAINED_IN.oid: {idx: 1000},  # in the port's transceiver, entity 1000
+            ent.PHY_NAME.oid: {idx: f"eth1 {kind.name}".encode()},
+            ent.ALIAS_MAPPING.oid: {(1000, 0): ent.alias_to_if_index(1)}}
 
 
 def decode(tables: dict[mib.Oid, dict[mib.Oid, int | bytes]]) -> dec.Samples:
@@ -72,9 +76,6 @@ def test_counters_at_the_top_of_their_width_are_kept_and_carried() -> None:
     (TEMP, -100_000, None, "gives -100, outside [-60, 200]"),
     (RX, 10, (mib.SensorType.WATTS, mib.UNITS_SCALE, 0), "gives 40, outside [-100, 30]"),
     (RX, 1, (mib.SensorType.WATTS, 1, 0), "gives -210, outside"),
-    (TEMP, 1, (mib.SensorType.CELSIUS, 200, 0), "gives no value"),  # 10**573: no float
-    (TEMP, 1, (mib.SensorType.CELSIUS, 9, -400), "gives no value"),
-    (TEMP, 5, (99, 9, 0), "gives no value"),  # a sensor type with no catalogue unit
 ])
 def test_a_sensor_reading_outside_its_range_is_malformed(
         kind: mib.SensorKind, raw: int, meta: tuple[int, int, int] | None, named: str) -> None:
@@ -83,6 +84,20 @@ def test_a_sensor_reading_outside_its_range_is_malformed(
     assert out.problem is not None
     assert named in out.problem
     assert kept(out) == {"in_octets": 5}
+
+
+@pytest.mark.parametrize(("meta", "reason"), [
+    ((mib.SensorType.CELSIUS, 200, 0), "sensor_scale_out_of_range"),  # 10**573: no float
+    ((mib.SensorType.CELSIUS, 9, -400), "sensor_scale_out_of_range"),
+    ((99, 9, 0), "port_sensor_without_metric"),  # a sensor type with no catalogue unit
+])
+def test_a_sensor_that_cannot_be_read_is_left_out_at_describe_and_counted(
+        meta: tuple[int, int, int], reason: str) -> None:
+    tables = sensor_tables(TEMP, 1, meta)
+    desc = dec.describe(tables)
+    assert desc.sensors.unmapped == {reason: 1}
+    out = dec.decode_samples("sw", tables, desc)
+    assert (out.malformed, kept(out)) == (0, {"in_octets": 5})
 
 
 def test_a_dark_receiver_is_a_plausible_reading() -> None:

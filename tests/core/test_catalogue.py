@@ -39,6 +39,11 @@ DESIGN: dict[str, tuple[MetricKind, Scope]] = {
     "rx_power_dbm": (G, Scope.PORT),
     "tx_power_dbm": (G, Scope.PORT),
     "temperature_c": (G, Scope.PORT),
+    "tx_bias_ma": (G, Scope.PORT),
+    "supply_voltage_v": (G, Scope.PORT),
+    "fan_speed_rpm": (G, Scope.SWITCH),
+    "chassis_temperature_c": (G, Scope.SWITCH),
+    "psu_power_w": (G, Scope.SWITCH),
     "cnp_sent": (C, Scope.NIC),
     "cnp_handled": (C, Scope.NIC),
     "rdma_retransmits": (C, Scope.NIC),
@@ -130,7 +135,7 @@ def test_of_scope() -> None:
     nic = {m.name for m in CATALOGUE.of_scope(Scope.NIC)}
     assert nic == {"cnp_sent", "cnp_handled", "rdma_retransmits", "out_of_sequence",
                    "rdma_tx_rate_bps"}
-    assert len(CATALOGUE.of_scope(Scope.PORT)) == 16 + 2 * len(PRIORITIES)
+    assert len(CATALOGUE.of_scope(Scope.PORT)) == 18 + 2 * len(PRIORITIES)
 
 
 def test_overlapping_ids_are_refused() -> None:

@@ -1,4 +1,5 @@
-"""The kf1 keyframe block codec: round trips, bounds, size, and malformed payloads."""
+"""The keyframe block codec (the default format version): round trips, bounds, size, and malformed
+payloads."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def round_trip(b: SeriesBlock, bound: float | np.ndarray = 0.0) -> SeriesBlock:
 
 
 def test_encoding_name() -> None:
-    assert ENCODING == "kf1"
+    assert ENCODING == "kf2"
 
 
 def test_counters_round_trip_bit_exact_through_wraps_resets_and_jumps() -> None:

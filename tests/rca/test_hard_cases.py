@@ -14,8 +14,8 @@ import pytest
 from fabricops.core.frame import Frame
 from fabricops.core.records import Diagnosis
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
-from fabricops.rca.replay import ReplayResult, replay
-from fabricops.rca.scenarios import TOPOLOGIES, LabelledScenario, topology_of
+from fabricops.evaluation.replay import ReplayResult, replay
+from fabricops.evaluation.scenarios import TOPOLOGIES, LabelledScenario, topology_of
 
 LEAF_SPINE = 0  # leaf-spine, 128 GPUs, 16 hosts of 8 NICs
 ONSET = 22.0
@@ -147,7 +147,7 @@ def test_loss_on_a_direction_no_packet_crosses_is_scored_as_untouched() -> None:
     """Evaluation tells faults no telemetry can show (loss where nothing flows) apart."""
     import dataclasses
 
-    from fabricops.rca.scenarios import EVAL_SEED, make
+    from fabricops.evaluation.scenarios import EVAL_SEED, make
 
     idle = make(8, EVAL_SEED)  # gray loss leaf -> spine on a link that carries spine -> leaf
     assert [f["params"]["direction"] for f in idle.faults] == ["a_to_b"]

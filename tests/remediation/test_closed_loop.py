@@ -14,7 +14,7 @@ from fabricops.core.actions import ActionKind, ActionMode, ActionState, Step, St
 from fabricops.core.faults import FaultType
 from fabricops.core.records import Diagnosis
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
-from fabricops.remediation.closedloop import fault_for, run_loop
+from fabricops.evaluation.closedloop import fault_for, run_loop
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.safety import SafetyConfig
 
@@ -153,7 +153,7 @@ def test_the_precheck_on_measured_loads_refuses_a_drain_that_would_overload() ->
 
 def test_the_meter_marks_where_each_collective_starts_so_runs_compare_by_collective() -> None:
     """A run that fell a tick behind is compared at its own point of the collective."""
-    from fabricops.remediation.closedloop import JobMeter, scenario_doc
+    from fabricops.evaluation.closedloop import JobMeter, scenario_doc
     from fabricops.simulator.scenario import build_simulator, scenario_from_dict
 
     sim = build_simulator(scenario_from_dict(scenario_doc(None, seed=7, duration_s=40.0), "m"))

@@ -17,7 +17,7 @@ from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.remediation.actuator import Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
-from fabricops.remediation.sim_actuator import SimulatorActuator, direct
+from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.remediation.watch import FabricWatch
 from fabricops.remediation.webhook import WebhookClient, WebhookConfig, WebhookNotifier
 from fabricops.simulator.builders import fat_tree

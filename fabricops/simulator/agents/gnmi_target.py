@@ -49,6 +49,7 @@ from fabricops.simulator.agents.gnmi_stream import (
     path_of,
     subscriptions_of,
 )
+from fabricops.simulator.agents.lldp import Cabling, asks_for_lldp, lldp_notification
 
 GNMI_VERSION: Final = "0.8.0"
 MODELS: Final = (("openconfig-interfaces", "3.7.1"), ("openconfig-qos", "0.11.2"),
@@ -113,8 +114,10 @@ class GnmiTarget:
 
     def __init__(self, config: GnmiTargetConfig, board: FrameBoard, switches: Sequence[str],
                  set_handler: SetHandler | None = None,
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None, cabling: Cabling | None = None,
+                 ) -> None:
         self.config = config
+        self.cabling = cabling  # when given, Get of /lldp is answered from it
         self.board = board
         self.switches = tuple(switches)
         self.set_handler = set_handler
@@ -235,6 +238,12 @@ class GnmiTarget:
             if asks_for_hash(pattern):
                 notifications.append(hash_notification(pattern, device, frame.ts_ns, encoding,
                                                        self.set_handler))
+                continue
+            lldp = None if self.cabling is None or not asks_for_lldp(pattern) else \
+                lldp_notification(self.cabling, pattern, device, frame.ts_ns,
+                                  encoding == gnmi_pb2.JSON_IETF)
+            if lldp is not None:
+                notifications.append(lldp)
                 continue
             indices = table.select(pattern)
             if not len(indices):

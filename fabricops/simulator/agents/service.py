@@ -10,6 +10,7 @@ tell the difference.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,9 +29,11 @@ from fabricops.simulator.agents.driver import DriverConfig, SimulationDriver
 from fabricops.simulator.agents.gnmi_set import DriverSetHandler
 from fabricops.simulator.agents.gnmi_target import GnmiTarget, GnmiTargetConfig
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig
+from fabricops.simulator.agents.lldp import Cabling
 from fabricops.simulator.agents.snmp_agent import SnmpAgent, SnmpAgentConfig
 from fabricops.simulator.agents.tracer import SimulatedTracer
 from fabricops.simulator.engine import Simulator
+from fabricops.simulator.host_trees import HostTreeWriter
 
 T = TypeVar("T")
 
@@ -49,6 +52,9 @@ class SimulatedFabricConfig(BaseModel):
     host_telemetry: bool = Field(
         default=False, description="Also serve every host's NIC counters over gNMI (target = "
                                    "host), as a host telemetry agent does; the RCA needs them")
+    host_trees: Path | None = Field(
+        default=None, description="Write every host's NIC tree (sysfs, ethtool, lldpd outputs) "
+                                  "below this folder each tick, for `fabricops agent --root`")
 
 
 class SimulatedFabric:
@@ -63,15 +69,20 @@ class SimulatedFabric:
         self.switches = tuple(switches)
         self.hosts = tuple(sim.fabric.node_ids[n] for n in range(len(sim.fabric.node_ids))
                            if sim.fabric.node_is_host[n] and self.config.host_telemetry)
-        self.snmp = SnmpAgent(self.config.snmp, self.board, switches)
+        self.cabling = Cabling(sim.fabric.topology)  # LLDP's truth; miswires go here
+        self.snmp = SnmpAgent(self.config.snmp, self.board, switches, cabling=self.cabling)
         self.gnmi = GnmiTarget(self.config.gnmi, self.board, [*switches, *self.hosts],
-                               set_handler=DriverSetHandler(self.driver))
+                               set_handler=DriverSetHandler(self.driver), cabling=self.cabling)
         self.int_exporter = IntExporter(self.config.int_exporter, sim)
+        self.host_trees = HostTreeWriter(sim, self.config.host_trees) \
+            if self.config.host_trees is not None else None
         self._running = False
 
     def start(self) -> None:
         self.int_exporter.start()
         self.driver.add_tick_hook(self.int_exporter.on_tick)
+        if self.host_trees is not None:
+            self.driver.add_tick_hook(self.host_trees.write)
         self.driver.start()
         self._running = True
         self.snmp.start()

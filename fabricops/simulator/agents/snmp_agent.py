@@ -3,7 +3,9 @@
 One UDP port, one pysnmp engine, many switches: SNMPv2c picks the switch by its
 community (``community_template``, default the switch name) and SNMPv3 (USM
 authPriv, HMAC-SHA-96 + AES-128) by the context name. The tables are those of
-:mod:`fabricops.core.snmp_mib`; GET, GETNEXT and GETBULK are answered
+:mod:`fabricops.core.snmp_mib`, with optics and chassis sensors in an ENTITY-MIB
+tree laid out as on a real switch (see
+:mod:`fabricops.simulator.agents.snmp_entity_tree`); GET, GETNEXT and GETBULK are answered
 from a sorted index of the switch's instances, with values read from the board's
 frame of the moment. A switch that has no frame (down) gets no answer at all, as
 do SNMPv1 requests and SNMPv3 requests below authPriv.
@@ -45,6 +47,8 @@ from fabricops.core.snmp_mib import (
     ber_varbind,
 )
 from fabricops.simulator.agents.board import FrameBoard
+from fabricops.simulator.agents.lldp import Cabling, LldpMib
+from fabricops.simulator.agents.snmp_entity_tree import OPTIC_METRICS, entity_cells
 
 _HEADER_RESERVE_BYTES = 200  # message, security and PDU headers around the varbinds
 _GET, _NEXT, _BULK = (rfc1905.GetRequestPDU.tagSet, rfc1905.GetNextRequestPDU.tagSet,
@@ -88,7 +92,8 @@ def build_device_mib(device: str, frame: Frame) -> DeviceMib:
     sample = {(e + 1, names[m]): i for i, (e, m) in
               enumerate(zip(frame.entity_idx.tolist(), frame.metric.tolist(), strict=True))}
     ifnames = [e.partition(":")[2] or e for e in frame.entities]
-    return DeviceMib(device, ifnames, sample)
+    ports = {k: i for k, i in sample.items() if k[1] not in OPTIC_METRICS}
+    return DeviceMib(device, ifnames, ports, entity_cells(device, ifnames, sample))
 
 
 class SnmpAgent:
@@ -99,10 +104,12 @@ class SnmpAgent:
     """
 
     def __init__(self, config: SnmpAgentConfig, board: FrameBoard, switches: Sequence[str],
-                 registry: CollectorRegistry | None = None) -> None:
+                 registry: CollectorRegistry | None = None, cabling: Cabling | None = None,
+                 ) -> None:
         self.config = config
         self.board = board
         self.switches = tuple(switches)
+        self.cabling = cabling  # when given, LLDP-MIB is served from it
         self.port = 0
         self._served: dict[str, _Served] = {}
         self._contexts: dict[bytes, str] = {}
@@ -237,7 +244,9 @@ class SnmpAgent:
             return served
         if served is None or served.entities != frame.entities or len(served.ints) != len(
                 frame.raw) or not _same_layout(served.frame, frame):
-            served = _Served(build_device_mib(device, frame), frame.entities)
+            mib = build_device_mib(device, frame)
+            served = _Served(mib if self.cabling is None else LldpMib(mib, self.cabling),
+                             frame.entities)
             self._served[device] = served
         served.frame = frame
         served.ints = frame.raw.tolist()

@@ -15,10 +15,12 @@ from pyasn1.codec.ber.encoder import encode as ber_encode
 from pyasn1.type import univ
 from pysnmp.proto import rfc1902
 
+from fabricops.core import snmp_entity_mib as ent
 from fabricops.core import snmp_mib as mib
 from fabricops.simulator.agents.board import FrameBoard
 from fabricops.simulator.agents.driver import DriverConfig, SimulationDriver
 from fabricops.simulator.agents.snmp_agent import SnmpAgent, SnmpAgentConfig, build_device_mib
+from fabricops.simulator.agents.snmp_entity_tree import transceiver_index
 from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
@@ -141,14 +143,28 @@ def test_every_table_serves_the_board_encoded_as_documented(
     assert _column(rows, mib.PRIO_REQUESTS)["5.3"] == ("Counter64", str(tx))
     assert _column(rows, mib.PRIO_INDICATIONS)["5.3"] == ("Counter64", str(rx))
     assert _column(rows, mib.PFC_REQUESTS)["5"] == ("Counter32", str(tx % 2**32))
-    for kind in mib.SensorKind:
-        index = str(mib.sensor_index(5, kind))
+    xcvr = transceiver_index(5)
+    port_entity = [i for i, (_, name) in _column(rows, ent.PHY_NAME).items()
+                   if name == entity.partition(":")[2]]
+    assert len(port_entity) == 1
+    assert _column(rows, ent.ALIAS_MAPPING)[f"{port_entity[0]}.0"] == (
+        "OID", ".1.3.6.1.2.1.2.2.1.1.5")
+    assert _column(rows, ent.PHY_CONTAINED_IN)[port_entity[0]][1] == str(xcvr)
+    lanes = {mib.SensorKind.TEMPERATURE: [1], mib.SensorKind.TX_POWER: [111, 112, 113, 114],
+             mib.SensorKind.RX_POWER: [121, 122, 123, 124]}
+    for kind, offsets in lanes.items():
         enc = mib.SENSOR_ENCODING[kind]
-        raw = int(_column(rows, mib.SENSOR_VALUE)[index][1])
-        assert raw == mib.encode_sensor(kind, v[(entity, kind.metric)])
-        assert int(_column(rows, mib.SENSOR_TYPE)[index][1]) == enc.type
-        decoded = mib.decode_sensor(raw, enc.type, enc.scale, enc.precision)
-        assert decoded == pytest.approx(v[(entity, kind.metric)], abs=0.01)
+        for offset in offsets:
+            index = str(xcvr + offset)
+            raw = int(_column(rows, mib.SENSOR_VALUE)[index][1])
+            assert raw == mib.encode_sensor(kind, v[(entity, kind.metric)])
+            assert int(_column(rows, mib.SENSOR_TYPE)[index][1]) == enc.type
+            assert _column(rows, ent.PHY_CONTAINED_IN)[index][1] == str(xcvr)
+            decoded = mib.decode_sensor(raw, enc.type, enc.scale, enc.precision)
+            assert decoded == pytest.approx(v[(entity, kind.metric)], abs=0.01)
+    classes = [int(c) for _, c in _column(rows, ent.PHY_CLASS).values()]
+    assert classes.count(int(ent.PhysicalClass.FAN)) >= 1
+    assert classes.count(int(ent.PhysicalClass.POWER_SUPPLY)) >= 1
     oids = [tuple(int(x) for x in oid.split(".")) for oid in rows]
     assert oids == sorted(oids)  # snmpbulkwalk also checks that OIDs increase
 

@@ -1,0 +1,137 @@
+"""The entropy-coded residual stream of keyframe format version 2.
+
+Version 1 packs each row's residuals at one bit width for the whole window, so
+a counter that is idle half the time and busy the other half pays the busy
+width everywhere. Version 2 hands the residuals to pcodec (PyPI ``pcodec``),
+which bins them and entropy-codes the bins (tANS): an idle stretch costs a
+fraction of a bit a sample and a noisy one close to its entropy.
+
+Layout of ``stream(rows)`` in version 2 (little-endian)::
+
+    mode u8[rows] | divisor u64 planes | group u8[rows] |
+    per group g in 1..11 present in ``group``, ascending:
+        head u32 (bit 31: packed; bits 0-30: chunk length) | chunk
+
+A row's residuals are divided by its divisor (lag modes; XOR rows keep their
+bit patterns) and read as int64; its group is the ``WIDTH_BITS`` code of its
+largest zigzag residual (0: every residual is 0, nothing stored). A group's
+chunk holds its rows' points 1.. one row after the other, in row order: a
+pcodec standalone chunk of int64 values, or (bit 31 set) their zigzag values
+packed at the group's width as version 1 packs them (bits, or byte planes),
+which the encoder picks where that is smaller after zstd: the repetitive
+residuals of periodic traffic, whose repeats zstd finds and pcodec does not.
+Modes may be ``ORDER0`` and, in counter sections, ``RATE_MODE`` as well as the
+version 1 modes (see :mod:`.keyframe_pack`).
+
+Gauges are quantized to steps a hair under ``2 * bound`` (``step_scale``):
+readings a device reports on a grid as fine as the bound (optics at 0.01 dBm
+with a 0.01 bound) then round to a step instead of landing exactly on the
+bound, where float rounding would make half of them exceptions.
+
+Decoding never allocates more than the block's counts allow: each chunk is
+decompressed into an array of exactly the size its rows need, and a chunk with
+fewer or more values, another number type or corrupt bytes is a
+KeyframeDecodeError.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import zstandard
+from numpy.typing import NDArray
+from pcodec import ChunkConfig, DeltaSpec, standalone
+
+from fabricops.pipeline import keyframe_pack as kp
+from fabricops.pipeline.keyframe_pack import U64, KeyframeDecodeError
+from fabricops.pipeline.keyframe_series import BodyReader
+
+PCODEC_LEVEL: Final = 8
+_CONFIG: Final = ChunkConfig(compression_level=PCODEC_LEVEL, delta_spec=DeltaSpec.no_op())
+_FATAL: Final = (KeyboardInterrupt, SystemExit, GeneratorExit)
+_PACKED_FLAG: Final = 1 << 31
+_ESTIMATE: Final = zstandard.ZstdCompressor(level=3)
+
+
+class EntropyStream:
+    """Version 2 residual stream: divisors, groups by width, one chunk per group."""
+
+    version2_modes = True
+    step_scale = 1.0 - 2.0**-20
+
+    def write(self, out: list[bytes], modes: kp.U8, e: U64) -> None:
+        lag = modes != kp.XOR_MODE
+        s = e.view(np.int64).copy()
+        g = np.ones(len(e), np.uint64)
+        if lag.any():
+            g[lag] = kp.common_divisors(s[lag])
+            s[lag] //= g[lag].astype(np.int64)[:, None]
+        groups = kp.width_codes(kp.zigzag(s.view(np.uint64)))
+        out += [modes.tobytes(), kp.shuffle(g), groups.tobytes()]
+        for code in np.unique(groups[groups > 0]).tolist():
+            out += _group_chunk(s[groups == code], code)
+
+    def read(self, rd: BodyReader, r: int, cols: int, what: str,
+             allow_xor: bool = False, allow_rate: bool = False) -> tuple[kp.U8, U64]:
+        modes = np.asarray(rd.array("u1", r, f"{what} modes"), np.uint8)
+        if not kp.valid_mode(modes, allow_xor, version2=True, allow_rate=allow_rate):
+            raise KeyframeDecodeError(f"corrupt {what} modes: a mode this section lacks")
+        g = rd.column(r, f"{what} divisors")
+        if (g == 0).any():
+            raise KeyframeDecodeError(f"corrupt {what} divisors: a divisor of 0")
+        if ((g != 1) & (modes == kp.XOR_MODE)).any():
+            raise KeyframeDecodeError(f"corrupt {what} divisors: a divisor on an XOR row")
+        groups = np.asarray(rd.array("u1", r, f"{what} groups"), np.uint8)
+        if r and int(groups.max()) >= len(kp.WIDTH_BITS):
+            raise KeyframeDecodeError(f"corrupt {what} groups: code {int(groups.max())}")
+        s = np.zeros((r, cols), np.int64)
+        order = np.argsort(groups, kind="stable")
+        for code, a, b in kp.runs_of(groups):
+            if code:
+                s[order[a:b]] = _read_group(rd, code, b - a, cols, what)
+        e = s.view(np.uint64)
+        return modes, (e * g[:, None] if (g != 1).any() else e)
+
+
+def _group_chunk(s: NDArray[np.int64], code: int) -> list[bytes]:
+    """Header and bytes of one group: pcodec, or packed where that is smaller after zstd."""
+    chunk = standalone.simple_compress(np.ascontiguousarray(s).ravel(), _CONFIG)
+    codes = np.full(len(s), code, np.uint8)
+    packed = kp.pack_rows(kp.zigzag(s.view(np.uint64)), codes)
+    if len(_ESTIMATE.compress(packed)) < len(chunk):
+        return [np.uint32(len(packed) | _PACKED_FLAG).tobytes(), packed]
+    return [np.uint32(len(chunk)).tobytes(), chunk]
+
+
+def _read_group(rd: BodyReader, code: int, rows: int, cols: int, what: str
+                ) -> NDArray[np.int64]:
+    head = rd.u32(f"{what} chunk length")
+    size = head & ~_PACKED_FLAG
+    chunk = rd.take(size, f"{what} chunk")
+    if not head & _PACKED_FLAG:
+        return _decompress(chunk, rows * cols, what).reshape(rows, cols)
+    if size != kp.group_size(rows, cols, code):
+        raise KeyframeDecodeError(f"corrupt {what} chunk: {size} packed bytes for {rows} rows "
+                                  f"of {cols} points at {kp.WIDTH_BITS[code]} bits")
+    return kp.unzigzag(kp.unpack_group(chunk, rows, cols, code)).view(np.int64)
+
+
+def _decompress(chunk: memoryview, size: int, what: str) -> NDArray[np.int64]:
+    """Exactly ``size`` int64 values from one pcodec chunk, or KeyframeDecodeError."""
+    dst = np.empty(size, np.int64)
+    if size == 0:
+        raise KeyframeDecodeError(f"corrupt {what} groups: a chunk for rows with no points")
+    try:
+        progress = standalone.simple_decompress_into(bytes(chunk), dst)
+    except BaseException as exc:
+        if isinstance(exc, _FATAL):
+            raise
+        raise KeyframeDecodeError(f"corrupt {what} chunk: {exc}") from None
+    if progress.n_processed != size or not progress.finished:
+        raise KeyframeDecodeError(f"corrupt {what} chunk: {progress.n_processed} values "
+                                  f"where the block needs {size}")
+    return dst
+
+
+ENTROPY: Final = EntropyStream()

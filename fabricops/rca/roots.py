@@ -1,0 +1,67 @@
+"""Several roots at once: which scored candidates are separate faults, which are echoes.
+
+``pick_roots`` walks the candidates from the highest root score down. A
+candidate on a node that an already chosen root is on (a NIC and its link, a
+switch and the links around it, two links of one PFC cycle) belongs to that
+root's group: it is one of its alternatives, never a root of its own. The
+best candidate above ``floor`` opens the first group; any other opens a group
+of its own when it carries a symptom itself, or, when it only inherits its
+score from what is around it, when it reaches ``echo_floor``. Groups come out in the order they were opened (the first is
+the most likely root of the step), at most ``max_roots`` of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+
+
+@dataclass
+class RootGroup:
+    """One fault: its root candidate, and the nodes it covers."""
+
+    root: int
+    nodes: set[int] = field(default_factory=set)
+
+
+def pick_roots(root: F64, cand_nodes: I64, with_symptom: Collection[int], *, floor: float,
+               echo_floor: float, max_roots: int) -> list[RootGroup]:
+    """See the module docstring. ``cand_nodes`` is candidates x 2 (``Candidates.nodes``)."""
+    groups: list[RootGroup] = []
+    above = np.flatnonzero(root >= floor)
+    covered: set[int] = set()
+    for i in above[np.argsort(-root[above], kind="stable")].tolist():
+        nodes = {int(n) for n in cand_nodes[i]}
+        if nodes & covered:
+            continue
+        if groups and i not in with_symptom and root[i] < echo_floor:
+            continue
+        groups.append(RootGroup(i, nodes))
+        covered |= nodes
+        if len(groups) >= max_roots:
+            break
+    return groups
+
+
+def alternatives(root: F64, group: RootGroup, others: Collection[int], cand_nodes: I64,
+                 k: int) -> list[int]:
+    """The group's root, then up to ``k - 1`` alternatives: candidates on the group's nodes
+    first (the usual confusion is a neighbour of the root), then the rest by score;
+    never another group's root."""
+    live = np.flatnonzero(root > 0.01)
+    live = live[np.argsort(-root[live], kind="stable")]
+    near = np.isin(cand_nodes[live], list(group.nodes)).any(axis=1)
+    skip = set(others) | {group.root}
+    ranked = [group.root]
+    for i in [*live[near].tolist(), *live[~near].tolist()]:
+        if i not in skip:
+            ranked.append(int(i))
+            if len(ranked) >= k:
+                break
+    return ranked
