@@ -59,7 +59,7 @@ def load_command(name: str) -> click.Command:
         group: click.Command = typer.main.get_group(target)
         group.name = name
         return group
-    single = typer.Typer(rich_markup_mode="rich")
+    single = typer.Typer(rich_markup_mode="rich", add_completion=False)
     single.command(name, epilog=_text(epilog) if epilog else None)(target)
     command = typer.main.get_command(single)
     command.name = name
