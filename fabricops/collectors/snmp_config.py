@@ -97,11 +97,11 @@ def targets_from_inventory(inventory: Inventory) -> tuple[SnmpTarget, ...]:
     return tuple(
         SnmpTarget(device=t.device, host=t.host_port()[0], port=t.host_port()[1],
                    credentials=t.snmp, interval_s=inventory.interval_of(t),
-                   **_transport_settings(t.snmp))
+                   **transport_settings(t.snmp))
         for t in inventory.by_protocol("snmp"))
 
 
-def _transport_settings(c: SnmpCredentials) -> dict[str, object]:
+def transport_settings(c: SnmpCredentials) -> dict[str, object]:
     """The transport settings an inventory entry sets (unset ones are left out)."""
     settings = {"timeout_s": c.timeout_s, "retries": c.retries,
                 "max_repetitions": c.max_repetitions,
@@ -110,4 +110,4 @@ def _transport_settings(c: SnmpCredentials) -> dict[str, object]:
     return {k: v for k, v in settings.items() if v is not None}
 
 
-__all__ = ["SnmpPollerConfig", "SnmpTarget", "targets_from_inventory"]
+__all__ = ["SnmpPollerConfig", "SnmpTarget", "targets_from_inventory", "transport_settings"]

@@ -1,11 +1,12 @@
 """Discovery: poll every inventoried device's LLDP, then build the topology.
 
 ``Discovery(config, inventory)`` is inert; ``run`` polls at most
-``max_in_flight`` devices at once (each by SNMP or gNMI, see ``via``), calling
-``progress(done, total, device)`` after each, then resolves links and tiers.
-A device that does not answer is a finding (``UNREACHABLE``), not an error;
-the others are used. Sources are picked from an explicit registry by protocol
-(tests pass fakes). Metrics: devices polled by protocol and outcome, findings
+``max_in_flight`` devices at once, calling ``progress(done, total, device)``
+after each, then resolves links and tiers. A device listed under several
+protocols is asked over each in turn (``via``: SNMP first, then gNMI) until one
+answers; a device that answers over none is a finding (``UNREACHABLE``, naming
+every cause), not an error, and the others are used. Sources are picked from
+an explicit registry by protocol (tests pass fakes). Metrics: devices polled by protocol and outcome, findings
 by kind, links found.
 """
 
@@ -38,7 +39,8 @@ class DiscoveryConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     via: Literal["auto", "snmp", "gnmi"] = Field(
-        default="auto", description="auto: SNMP where the inventory lists it, else gNMI")
+        default="auto", description="auto: SNMP where the inventory lists it, then gNMI "
+                                    "if SNMP does not answer")
     max_in_flight: int = Field(default=32, ge=1, description="Devices polled at once")
     timeout_s: float = Field(default=2.0, gt=0, le=60, description="Per request try")
     retries: int = Field(default=1, ge=0, le=10, description="SNMP tries after the first")
@@ -100,20 +102,25 @@ class Discovery:
     def stop(self) -> None:
         """Nothing to stop."""
 
-    def chosen_targets(self) -> list[Target]:
-        """One target per device: by ``via``, SNMP first when ``auto``."""
+    def candidates(self) -> dict[str, list[Target]]:
+        """Each device's targets in the order they are tried (see ``via``)."""
         order = ("snmp", "gnmi") if self.config.via == "auto" else (self.config.via,)
-        chosen: dict[str, Target] = {}
+        found: dict[str, list[Target]] = {}
         for protocol in order:
             for t in self.inventory.by_protocol(protocol):
-                chosen.setdefault(t.device, t)
-        return list(chosen.values())
+                found.setdefault(t.device, []).append(t)
+        return found
+
+    def chosen_targets(self) -> list[Target]:
+        """The first target of each device."""
+        return [targets[0] for targets in self.candidates().values()]
 
     def run(self, progress: Progress | None = None) -> DiscoveryResult:
         """Poll, resolve, build; never raises for a device that does not answer."""
         started = time.perf_counter()
-        targets = self.chosen_targets()
-        reports = asyncio.run(self._poll_all(targets, progress))
+        candidates = self.candidates()
+        polled = asyncio.run(self._poll_all(candidates, progress))
+        reports = [report for _, report in polled]
         resolution = resolve(reports)
         topology, more = build_topology(resolution, name=self.config.name,
                                         default_speed_bps=self.config.default_speed_bps)
@@ -121,46 +128,53 @@ class Discovery:
         for f in findings:
             self.metrics.findings.labels(f.kind.name.lower()).inc()
         self.metrics.links.set(len(topology.links))
-        names = {t.device: resolution.names[_label(t)] for t in targets
+        names = {t.device: resolution.names[_label(t)] for t, _ in polled
                  if _label(t) in resolution.names}
         return DiscoveryResult(topology, resolution, findings, reports, names,
                                time.perf_counter() - started)
 
-    async def _poll_all(self, targets: list[Target], progress: Progress | None
-                        ) -> list[DeviceReport]:
-        used = {t.protocol for t in targets}
+    async def _poll_all(self, candidates: dict[str, list[Target]], progress: Progress | None
+                        ) -> list[tuple[Target, DeviceReport]]:
+        used = {t.protocol for targets in candidates.values() for t in targets}
         for protocol in used:
             await self.sources[protocol].open()
         gate = asyncio.Semaphore(self.config.max_in_flight)
         done = 0
 
-        async def one(t: Target) -> DeviceReport:
+        async def one(device: str, targets: list[Target]) -> tuple[Target, DeviceReport]:
             nonlocal done
             async with gate:
-                report = await self._poll(t)
+                polled = await self._poll(targets)
             done += 1
             if progress is not None:
-                progress(done, len(targets), t.device)
-            return report
+                progress(done, len(candidates), device)
+            return polled
 
         try:
-            return list(await asyncio.gather(*(one(t) for t in targets)))
+            return list(await asyncio.gather(*(one(d, ts) for d, ts in candidates.items())))
         finally:
             for protocol in used:
                 await self.sources[protocol].close()
 
-    async def _poll(self, t: Target) -> DeviceReport:
-        device = None if is_placeholder(t.device) else t.device
-        try:
-            report = await self.sources[t.protocol].fetch(t, _label(t), device)
-        except Exception as exc:  # one device's failure is a finding; the others go on
-            self.metrics.polled.labels(t.protocol, "failed").inc()
-            report = DeviceReport(label=_label(t), device=device, answered=False)
-            report.findings.append(Finding(FindingKind.UNREACHABLE, _label(t),
-                                           f"{type(exc).__name__}: {exc}"))
-            return report
-        self.metrics.polled.labels(t.protocol, "ok").inc()
-        return report
+    async def _poll(self, targets: list[Target]) -> tuple[Target, DeviceReport]:
+        """The first answer among ``targets``, else an unanswered report naming each cause."""
+        causes = []
+        for t in targets:
+            device = None if is_placeholder(t.device) else t.device
+            try:
+                report = await self.sources[t.protocol].fetch(t, _label(t), device)
+            except Exception as exc:  # one device's failure is a finding; the others go on
+                self.metrics.polled.labels(t.protocol, "failed").inc()
+                causes.append(f"{t.protocol}: {type(exc).__name__}: {exc}")
+                continue
+            self.metrics.polled.labels(t.protocol, "ok").inc()
+            return t, report
+        first = targets[0]
+        report = DeviceReport(label=_label(first), device=None if is_placeholder(first.device)
+                              else first.device, answered=False)
+        report.findings.append(Finding(FindingKind.UNREACHABLE, _label(first),
+                                       "; ".join(causes)))
+        return first, report
 
 
 def _label(t: Target) -> str:
