@@ -6,8 +6,8 @@ after each, then resolves links and tiers. A device listed under several
 protocols is asked over each in turn (``via``: SNMP first, then gNMI) until one
 answers; a device that answers over none is a finding (``UNREACHABLE``, naming
 every cause), not an error, and the others are used. Sources are picked from
-an explicit registry by protocol (tests pass fakes). Metrics: devices polled by protocol and outcome, findings
-by kind, links found.
+an explicit registry by protocol (tests pass fakes). Metrics: devices polled
+by protocol and outcome, findings by kind, links found.
 """
 
 from __future__ import annotations
