@@ -146,7 +146,9 @@ def discover(
                 mode="json", exclude_none=True), sort_keys=False), encoding="utf-8")
         diffs: list[Difference] | None = None
         if intended is not None:
-            diffs = diff_cabling(intended, result.topology)
+            silent = frozenset(r.device or r.label for r in result.reports
+                               if not r.answered)
+            diffs = diff_cabling(intended, result.topology, silent)
             if diffs:
                 _publish(difference_events(diffs, time.time_ns()), db, bootstrap)
     _report(result, diffs, out, json_out)

@@ -1,8 +1,10 @@
 """The discovered cabling against the intended one: missing, miswired, unexpected. Pure.
 
-For every intended link not found as such: ``missing`` when neither end has a
-neighbour, else ``miswired`` naming where each end really goes (one line per
-intended link, so a swap of two links is two lines). A discovered link that
+For every intended link not found as such: ``unchecked`` when neither end has a
+neighbour and an end's device did not answer (nothing can be said of it),
+``missing`` when neither end has a neighbour, else ``miswired`` naming where
+each end really goes (one line per intended link, so a swap of two links is two
+lines). A discovered link that
 explains no miswire and joins ports the intended topology leaves uncabled (or
 that it does not know) is ``unexpected``. Each difference becomes an ``Event``
 (kind ``anomaly``, metric ``lldp_neighbor``) for the bus and the store.
@@ -22,6 +24,7 @@ CABLING_METRIC = "lldp_neighbor"
 
 
 class DiffKind(StrEnum):
+    UNCHECKED = "unchecked"
     MISSING = "missing"
     MISWIRED = "miswired"
     UNEXPECTED = "unexpected"
@@ -44,8 +47,10 @@ def _where(port: str, peers: dict[str, str]) -> str:
     return f"{port} reaches {found}" if found else f"{port} has no neighbour"
 
 
-def diff_cabling(intended: Topology, found: Topology) -> list[Difference]:
-    """Every difference between the intended and the discovered links, intended order."""
+def diff_cabling(intended: Topology, found: Topology,
+                 silent: frozenset[str] = frozenset()) -> list[Difference]:
+    """Every difference between the intended and the discovered links, intended order;
+    ``silent`` names the devices that did not answer."""
     peers = found.peer_of
     out: list[Difference] = []
     explained: set[str] = set()
@@ -53,6 +58,13 @@ def diff_cabling(intended: Topology, found: Topology) -> list[Difference]:
         if link.id in found.link_by_id:
             continue
         a_peer, b_peer = peers.get(link.a), peers.get(link.b)
+        silent_ends = [end.partition(":")[0] for end in (link.a, link.b)
+                       if end.partition(":")[0] in silent]
+        if a_peer is None and b_peer is None and silent_ends:
+            out.append(Difference(DiffKind.UNCHECKED, link.id,
+                                  f"unchecked  {link.a} ~ {link.b}: "
+                                  f"{' and '.join(silent_ends)} did not answer"))
+            continue
         if a_peer is None and b_peer is None:
             out.append(Difference(DiffKind.MISSING, link.id,
                                   f"missing    {link.a} ~ {link.b}: neither end has a "

@@ -49,3 +49,17 @@ def test_a_link_to_a_port_left_uncabled_is_unexpected() -> None:
     fewer = _with_links(topo, links[1:])
     diffs = diff_cabling(fewer, topo)
     assert [(d.kind, d.entity) for d in diffs] == [(DiffKind.UNEXPECTED, topo.links[0].id)]
+
+
+def test_links_of_a_device_that_did_not_answer_are_unchecked_not_missing() -> None:
+    built = _fabric()
+    links = [(lk.a, lk.b) for lk in built.links]
+    silent = links[2][0].partition(":")[0]
+    gone = [lk for lk in links if silent not in (lk[0].partition(":")[0],
+                                                 lk[1].partition(":")[0])]
+    found = _with_links(built, gone)
+    diffs = diff_cabling(built, found, frozenset({silent}))
+    assert diffs
+    assert {d.kind for d in diffs} == {DiffKind.UNCHECKED}
+    assert all(d.text.endswith(f"{silent} did not answer") for d in diffs)
+    assert {d.kind for d in diff_cabling(built, found)} == {DiffKind.MISSING}
