@@ -143,7 +143,7 @@ def discover(
         if inventory_out is not None:
             named_inv = named_inventory(inv, result.names)
             inventory_out.write_text(yaml.safe_dump(named_inv.model_dump(
-                mode="json", exclude_none=True), sort_keys=False), encoding="utf-8")
+                mode="json", exclude_defaults=True), sort_keys=False), encoding="utf-8")
         diffs: list[Difference] | None = None
         if intended is not None:
             silent = frozenset(r.device or r.label for r in result.reports

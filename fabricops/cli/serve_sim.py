@@ -105,7 +105,7 @@ def _write_files(fabric: SimulatedFabric, out: Path, advertise: str,
             ("topology.json", lambda p: save_topology(sim.fabric.topology, p)),
             ("jobs.yaml", lambda p: save_placement(jobs, p)),
             ("inventory.yaml", lambda p: p.write_text(yaml.safe_dump(
-                inventory.model_dump(mode="json", exclude_none=True), sort_keys=False),
+                inventory.model_dump(mode="json", exclude_defaults=True), sort_keys=False),
                 encoding="utf-8"))):
         final = out / name
         partial = out / f".{final.stem}.partial{final.suffix}"
