@@ -157,7 +157,7 @@ def up(
                              stack.pipeline, stack.diagnoses)
     if not stderr_is_terminal():
         console.print(status_line(final, fabric.sim.time_s, ran_s, stack.pipeline.status(),
-                                  stack.diagnoses()))
+                                  stack.diagnoses()), soft_wrap=True)
         console.print(f"stored in {db}; try: fabricops query events --db {db}; "
                       f"fabricops actions list --db {db}")
 
@@ -274,6 +274,6 @@ def collect(
             start_metrics(running, metrics_port)
         final, ran_s = watch(running, collection, None, duration, console)
     if not stderr_is_terminal():
-        console.print(status_line(final, None, ran_s))
+        console.print(status_line(final, None, ran_s), soft_wrap=True)
     if explain and collection.gnmi is not None:
         print(render_explain(collection.gnmi.explain()), end="")

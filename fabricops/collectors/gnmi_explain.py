@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+from fabricops.core.wording import counted
+
 OTHER: Final = "(other paths)"
 
 
@@ -123,12 +125,31 @@ class TargetBook:
 
 
 def render_explain(targets: Sequence[TargetExplain], width: int = 80, top: int = 15) -> str:
-    """The ``--explain`` report: per target its profile, leaves received, mapped,
-    deliberately unsupported (by gap) and unmapped paths with counts, ``width`` wide."""
-    lines: list[str] = []
+    """The ``--explain`` report, ``width`` wide: one summary line per target (profile,
+    leaves received, share mapped, deliberately unsupported, unmapped, bad), then, for
+    each target with anything other than mapped leaves or that is unhealthy, its
+    unsupported gaps and unmapped paths with counts and the reason."""
+    if not targets:
+        return "no gNMI target\n"
+    name_w = max(6, min(24, max(len(t.device) for t in targets)))
+    lines = [f"{'target':<{name_w}} {'profile':<12} {'leaves':>11} {'mapped':>7} "
+             f"{'unsupp.':>8} {'unmapped':>9} {'bad':>5}"]
+    attention = [t for t in targets if _needs_attention(t)]
     for t in targets:
+        share = f"{100 * t.mapped / t.leaves:.1f}%" if t.leaves else "-"
+        mark = "" if t.healthy else " DOWN"
+        lines.append(_fit(f"{t.device[:name_w]:<{name_w}} {t.profile[:12]:<12} "
+                          f"{t.leaves:>11,} {share:>7} {sum(t.unsupported.values()):>8,} "
+                          f"{sum(t.unmapped.values()):>9,} "
+                          f"{t.bad_values + t.bad_encodings:>5,}{mark}", width))
+    healthy = sum(t.healthy for t in targets)
+    lines.append(f"{counted(len(targets), 'target')}, {healthy:,} healthy; "
+                 + (f"details of {len(attention):,} below" if attention else
+                    "every leaf mapped"))
+    for t in attention:
         share = f" ({100 * t.mapped / t.leaves:.1f} %)" if t.leaves else ""
-        lines += [f"{t.device}  profile {t.profile}  "
+        lines += ["",
+                  f"{t.device}  profile {t.profile}  "
                   f"{'healthy' if t.healthy else 'UNHEALTHY'}",
                   f"  leaves received {t.leaves:>14,}",
                   f"  mapped          {t.mapped:>14,}{share}",
@@ -140,8 +161,12 @@ def render_explain(targets: Sequence[TargetExplain], width: int = 80, top: int =
         if t.reason:
             lines += textwrap.wrap(f"reason: {t.reason}", width, initial_indent="  ",
                                    subsequent_indent="    ", break_on_hyphens=False)
-        lines.append("")
-    return "\n".join(lines) if targets else "no gNMI target\n"
+    return "\n".join(lines) + "\n"
+
+
+def _needs_attention(t: TargetExplain) -> bool:
+    return (not t.healthy or bool(t.unmapped) or bool(t.unsupported)
+            or t.bad_values + t.bad_encodings > 0)
 
 
 def _rows(counts: Mapping[str, int], width: int, top: int) -> list[str]:

@@ -67,7 +67,11 @@ def test_the_report_names_profile_counts_and_paths_within_80_columns() -> None:
     text = render_explain([book.explain()])
     lines = text.splitlines()
     assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
-    assert lines[0] == "leaf-17  profile arista_eos  healthy"
+    assert lines[0].split() == ["target", "profile", "leaves", "mapped", "unsupp.",
+                                "unmapped", "bad"]
+    assert lines[1].split() == ["leaf-17", "arista_eos", "44", "52.3%", "20", "4", "0"]
+    assert lines[2] == "1 target, 1 healthy; details of 1 below"
+    assert "leaf-17  profile arista_eos  healthy" in lines
     assert "  leaves received             44" in lines
     assert any(line.startswith("  mapped                      23 (52.3 %)") for line in lines)
     assert any("eos_native:/Kernel/sysinfo/uptime" in line and line.split()[0] == "1"
@@ -102,3 +106,11 @@ def test_collect_explain_prints_what_each_targets_leaves_became(tmp_path: Path) 
     assert "reason: leaf2: none of the last 62 leaf updates mapped" in out
     assert all(len(line) <= 80 for line in out.splitlines())
     assert target.requests[0].subscribe.encoding == gnmi_pb2.JSON_IETF
+
+
+def test_targets_whose_every_leaf_mapped_take_one_line_each() -> None:
+    quiet = [TargetBook(f"host-{i:03}", "openconfig").explain() for i in range(3)]
+    text = render_explain(quiet)
+    lines = text.splitlines()
+    assert len(lines) == 5
+    assert lines[-1] == "3 targets, 3 healthy; every leaf mapped"
