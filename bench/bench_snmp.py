@@ -10,7 +10,7 @@ the end of each column, so varbinds exceed the instances served.
 - poller, full walk: every column the poller knows (its first poll of a device,
   and every ``describe_every_polls``-th after), SNMPv2c, 32 walks in flight.
 - poller, steady: counters, states and sensor values only (its other polls).
-- poller, SNMPv3 authPriv: the steady walk of 20 switches through pysnmp, scaled
+- poller, SNMPv3 authPriv (SHA/AES): the steady walk of 20 switches, scaled
   to 200.
 - net-snmp ``snmpbulkwalk -Cr32`` of each switch's whole view (``.1``, the same
   tables plus three scalars): one process per switch, 32 at once (the poller's
