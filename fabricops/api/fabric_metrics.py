@@ -2,24 +2,28 @@
 
 A member of its own consumer group (``fabricops-metrics``) on
 ``telemetry.v1`` folds every frame into a :class:`~fabricops.rca.view.FabricView`
-(the RCA's counter-to-rate view: u64 deltas over each port's previous sample,
-a reset or a silent port leaves the rate unknown). At scrape time the
-collector takes a snapshot of the view under a lock, aggregates it per link
-and per switch (:mod:`fabricops.api.fabric_aggregates`) and yields:
+(rates and levels per port) and into
+:class:`~fabricops.api.fabric_counters.PortCounterTotals` (monotonic device
+counter totals, a device reset carried as an offset). At scrape time it yields,
+for every link and switch within the bound, from the first scrape on:
 
-- ``fabricops_link_utilization_ratio{link}``, ``fabricops_link_errors_per_second{link}``,
-  ``fabricops_link_rx_power_dbm{link}``
-- ``fabricops_switch_pfc_pauses_per_second{switch,direction}`` (direction rx|tx),
-  ``fabricops_switch_ecn_marked_packets_per_second{switch}``,
-  ``fabricops_switch_discards_per_second{switch}``
-- ``fabricops_fabric_links{state}`` (up|down, both always present)
-- ``fabricops_fabric_series_dropped``: links plus switches that reported but were
-  left out by the cardinality bound (``max_links``, ``max_switches``)
+- counters (``rate()`` them): ``fabricops_link_errors_total{link}`` (received
+  errors and FCS errors, both ends), ``fabricops_switch_pfc_pauses_total{device,direction}``
+  (direction rx|tx), ``fabricops_switch_ecn_marked_packets_total{device}``,
+  ``fabricops_switch_discards_total{device}`` (inbound and outbound), summed over
+  the switch's ports; 0 until a port reports;
+- gauges: ``fabricops_link_utilization_ratio{link}`` (0 until known, then the
+  last known value), ``fabricops_link_rx_power_dbm{link}`` (from a link's first
+  optical reading on, the last known value: links without optics have none);
+- ``fabricops_fabric_links{state}`` (up|down|unknown, always present);
+- ``fabricops_fabric_series_dropped``: links plus switches of the topology left
+  out by the bound (constant for a topology).
 
-The snapshot is taken at the newest telemetry time seen (a twin may run ahead
-of the wall clock); once no frame has arrived for ``stale_s`` of wall time the
-link and switch series are withdrawn. Aggregates are recomputed only when new
-frames came in. Records that are not frames are counted and set aside.
+The bound is fixed per topology, so the series set does not churn: the first
+``max_links`` links, switch-to-switch links before host links, each in
+topology order, and the first ``max_switches`` switches. Aggregates are
+recomputed only when new frames came in. Records that are not frames are
+counted and set aside. The label vocabulary is :mod:`fabricops.api.metric_labels`.
 """
 
 from __future__ import annotations
@@ -30,18 +34,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
+import numpy as np
+import numpy.typing as npt
 from prometheus_client import CollectorRegistry, Counter
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricops.api.fabric_aggregates import (
-    FabricAggregates,
-    Selection,
-    aggregate,
-    select_bounded,
-)
+from fabricops.api.fabric_aggregates import FabricAggregates, aggregate
+from fabricops.api.fabric_counters import PortCounterTotals
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
 from fabricops.core.busio import GroupConsumer, frames_from_messages
 from fabricops.core.deadletter import DeadLetterBox
@@ -50,6 +52,8 @@ from fabricops.core.topology import Topology
 from fabricops.rca.view import FabricView, PortIndex
 
 log = logging.getLogger(__name__)
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 
 class FabricMetricsConfig(BaseModel):
@@ -60,16 +64,18 @@ class FabricMetricsConfig(BaseModel):
     group: str = Field(default="fabricops-metrics", min_length=1)
     prefix: str = DEFAULT_PREFIX
     stale_s: float = Field(default=15.0, gt=0, description=(
-        "A port not reported for this long (telemetry time) is unknown; with no frame "
-        "at all for this long (wall time) every link and switch series is withdrawn"))
-    max_links: int = Field(default=4096, ge=0, description="Most link series exported")
-    max_switches: int = Field(default=1024, ge=0, description="Most switch series exported")
+        "A port not reported for this long (telemetry time) has an unknown rate; a "
+        "protocol silent this long may be replaced by another for the same device"))
+    max_links: int = Field(default=4096, ge=0, description=(
+        "Most links exported (3 series each); switch-to-switch links first"))
+    max_switches: int = Field(default=1024, ge=0, description=(
+        "Most switches exported (4 series each)"))
 
 
 class FabricMetrics:
     """See the module docstring. Inert until ``start``; its collector and counters are
-    registered on ``registry`` (a private one if None) at construction, and the
-    collector exports no link or switch series before the first frame."""
+    registered on ``registry`` (a private one if None) at construction, and every
+    link and switch within the bound has its series from the first scrape."""
 
     def __init__(self, config: FabricMetricsConfig, bus: Bus, topology: Topology,
                  registry: CollectorRegistry | None = None,
@@ -79,10 +85,14 @@ class FabricMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.index = PortIndex(topology)
         self.view = FabricView(self.index, stale_s=config.stale_s)
+        self.totals = PortCounterTotals(self.index, stale_s=config.stale_s)
+        self.links, self.switches = bounded_entities(self.index, max_links=config.max_links,
+                                                     max_switches=config.max_switches)
         self._monotonic = monotonic
         self._lock = threading.Lock()
-        self._last_frame_at: float | None = None
-        self._cached: tuple[int, FabricAggregates] | None = None
+        self._cached: tuple[int, FabricFigures] | None = None
+        self._util = np.zeros(self.index.n_links)
+        self._rx_power = np.full(self.index.n_links, np.nan)
         self.m_frames = Counter("fabricops_fabric_metrics_frames",
                                 "Frames folded into the fabric aggregates",
                                 registry=self.registry)
@@ -114,24 +124,69 @@ class FabricMetrics:
         if frames:
             with self._lock:
                 self.view.ingest(frames)
-                self._last_frame_at = self._monotonic()
+                self.totals.ingest(frames)
             self.m_frames.inc(len(frames))
         return len(frames)
 
-    def current(self) -> FabricAggregates | None:
-        """The aggregates of the newest telemetry, None if none arrived within ``stale_s``."""
+    def current(self) -> FabricFigures:
+        """The figures of the newest telemetry (recomputed only after new frames)."""
         with self._lock:
-            if self._last_frame_at is None or \
-                    self._monotonic() - self._last_frame_at > self.config.stale_s:
-                return None
             seen = self.view.frames_seen
             if self._cached is not None and self._cached[0] == seen:
                 return self._cached[1]
-            snap = self.view.snapshot()
-        agg = aggregate(self.index, snap)
-        with self._lock:
-            self._cached = (seen, agg)
-        return agg
+            agg = aggregate(self.index, self.view.snapshot()) if seen else None
+            if agg is not None:
+                self._util = np.where(np.isnan(agg.link_utilization), self._util,
+                                      agg.link_utilization)
+                self._rx_power = np.where(np.isnan(agg.link_rx_power_dbm), self._rx_power,
+                                          agg.link_rx_power_dbm)
+            figures = FabricFigures.of(self, agg)
+            self._cached = (seen, figures)
+        return figures
+
+
+class FabricFigures:
+    """What one scrape exports: per link and per switch columns (all topology links and
+    switches, in ``PortIndex`` order), and the link state counts."""
+
+    def __init__(self, util: F64, rx_power: F64, errors: F64, pfc_rx: F64, pfc_tx: F64,
+                 ecn: F64, discards: F64, states: dict[str, int]) -> None:
+        self.util, self.rx_power, self.errors = util, rx_power, errors
+        self.pfc_rx, self.pfc_tx, self.ecn, self.discards = pfc_rx, pfc_tx, ecn, discards
+        self.states = states
+
+    @classmethod
+    def of(cls, src: FabricMetrics, agg: FabricAggregates | None) -> FabricFigures:
+        ix, t = src.index, src.totals
+        a, b = ix.link_ports[:, 0], ix.link_ports[:, 1]
+        port_errors = t.totals("in_errors") + t.totals("in_fcs_errors")
+        sw = ix.switch_nodes
+
+        def per_switch(port_values: F64) -> F64:
+            out: F64 = np.bincount(ix.port_node, weights=port_values,
+                                   minlength=ix.n_nodes)[sw].astype(np.float64)
+            return out
+
+        if agg is None:
+            states = {"up": 0, "down": 0, "unknown": ix.n_links}
+        else:
+            up, down = agg.links_up, agg.links_down
+            states = {"up": up, "down": down, "unknown": ix.n_links - up - down}
+        return cls(src._util.copy(), src._rx_power.copy(), port_errors[a] + port_errors[b],
+                   per_switch(t.totals("pfc_rx_pause")), per_switch(t.totals("pfc_tx_pause")),
+                   per_switch(t.totals("ecn_marked_pkts")),
+                   per_switch(t.totals("in_discards") + t.totals("out_discards")), states)
+
+
+def bounded_entities(index: PortIndex, *, max_links: int, max_switches: int) -> tuple[I64, I64]:
+    """Positions of the links (in ``link_ids``) and switches (in ``switch_nodes``) that are
+    exported: switch-to-switch links before host links, then topology order; the first
+    switches in topology order. Fixed for a topology, so the series set is stable."""
+    host_link = index.port_is_nic[index.link_ports].any(axis=1)
+    order = np.argsort(host_link, kind="stable")[:max_links]
+    links: I64 = np.sort(order)
+    switches: I64 = np.arange(min(max_switches, len(index.switch_nodes)), dtype=np.int64)
+    return links, switches
 
 
 class FabricCollector(Collector):
@@ -146,15 +201,7 @@ class FabricCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         src = self.source
         fam = _Families()
-        agg = src.current()
-        if agg is None:
-            fam.links.add_metric(["up"], 0.0)
-            fam.links.add_metric(["down"], 0.0)
-            fam.dropped.add_metric([], 0.0)
-        else:
-            sel = select_bounded(agg, max_links=src.config.max_links,
-                                 max_switches=src.config.max_switches)
-            fam.fill(agg, sel, src.index)
+        fam.fill(src.current(), src.links, src.switches, src.index)
         yield from fam.all()
 
 
@@ -164,55 +211,58 @@ class _Families:
     def __init__(self) -> None:
         self.util = GaugeMetricFamily(
             "fabricops_link_utilization_ratio",
-            "Larger of the two directions' transmit rate over the link capacity",
-            labels=["link"])
-        self.errors = GaugeMetricFamily(
-            "fabricops_link_errors_per_second",
-            "Received errors and FCS errors per second, both ends of the link", labels=["link"])
+            "Larger of the two directions' transmit rate over the link capacity "
+            "(last known value, 0 until known)", labels=["link"])
+        self.errors = CounterMetricFamily(
+            "fabricops_link_errors",
+            "Received errors and FCS errors, both ends of the link", labels=["link"])
         self.rx_power = GaugeMetricFamily(
-            "fabricops_link_rx_power_dbm", "Lower of the two ends' optical receive power in dBm",
+            "fabricops_link_rx_power_dbm",
+            "Lower of the two ends' optical receive power in dBm (last known value)",
             labels=["link"])
-        self.pfc = GaugeMetricFamily(
-            "fabricops_switch_pfc_pauses_per_second",
-            "PFC pause frames per second over the switch's ports, received (rx) or sent (tx)",
-            labels=["switch", "direction"])
-        self.ecn = GaugeMetricFamily(
-            "fabricops_switch_ecn_marked_packets_per_second",
-            "ECN-marked packets per second over the switch's ports", labels=["switch"])
-        self.discards = GaugeMetricFamily(
-            "fabricops_switch_discards_per_second",
-            "Inbound and outbound discards per second over the switch's ports",
-            labels=["switch"])
-        self.links = GaugeMetricFamily("fabricops_fabric_links", "Links by operational state",
+        self.pfc = CounterMetricFamily(
+            "fabricops_switch_pfc_pauses",
+            "PFC pause frames over the switch's ports, received (rx) or sent (tx)",
+            labels=["device", "direction"])
+        self.ecn = CounterMetricFamily(
+            "fabricops_switch_ecn_marked_packets",
+            "ECN-marked packets over the switch's ports", labels=["device"])
+        self.discards = CounterMetricFamily(
+            "fabricops_switch_discards",
+            "Inbound and outbound discards over the switch's ports", labels=["device"])
+        self.links = GaugeMetricFamily("fabricops_fabric_links",
+                                       "Links by operational state (unknown: no end reports)",
                                        labels=["state"])
         self.dropped = GaugeMetricFamily(
             "fabricops_fabric_series_dropped",
-            "Links and switches not exported because of the cardinality bound")
+            "Links and switches of the topology not exported because of the cardinality bound")
 
-    def all(self) -> list[GaugeMetricFamily]:
+    def all(self) -> list[Metric]:
         return [self.util, self.errors, self.rx_power, self.pfc, self.ecn, self.discards,
                 self.links, self.dropped]
 
-    def fill(self, agg: FabricAggregates, sel: Selection, index: PortIndex) -> None:
-        """Add the selected links and switches; unknown figures are left out."""
-        link_columns = (agg.link_utilization, agg.link_errors_per_s, agg.link_rx_power_dbm)
-        link_families = (self.util, self.errors, self.rx_power)
-        for i, *values in zip(sel.links.tolist(), *(c[sel.links].tolist() for c in link_columns),
-                              strict=True):
-            for family, value in zip(link_families, values, strict=True):
-                if not math.isnan(value):
-                    family.add_metric([index.link_ids[i]], value)
-        switch_columns = (agg.switch_pfc_rx_per_s, agg.switch_pfc_tx_per_s, agg.switch_ecn_per_s,
-                          agg.switch_discards_per_s)
-        nodes = index.switch_nodes[sel.switches].tolist()
-        for node, *values in zip(nodes, *(c[sel.switches].tolist() for c in switch_columns),
-                                 strict=True):
-            switch = index.node_ids[node]
-            labelled = (([switch, "rx"], self.pfc), ([switch, "tx"], self.pfc),
-                        ([switch], self.ecn), ([switch], self.discards))
-            for (labels, family), value in zip(labelled, values, strict=True):
-                if not math.isnan(value):
-                    family.add_metric(labels, value)
-        self.links.add_metric(["up"], float(agg.links_up))
-        self.links.add_metric(["down"], float(agg.links_down))
-        self.dropped.add_metric([], float(sel.dropped_links + sel.dropped_switches))
+    def fill(self, fig: FabricFigures, links: I64, switches: I64, index: PortIndex) -> None:
+        """Add the bounded links and switches."""
+        ids = index.link_ids
+        for i, util, errors, rx in zip(links.tolist(), fig.util[links].tolist(),
+                                       fig.errors[links].tolist(), fig.rx_power[links].tolist(),
+                                       strict=True):
+            self.util.add_metric([ids[i]], util)
+            self.errors.add_metric([ids[i]], errors)
+            if not math.isnan(rx):
+                self.rx_power.add_metric([ids[i]], rx)
+        nodes = index.switch_nodes[switches].tolist()
+        for node, rx, tx, ecn, disc in zip(nodes, *(c[switches].tolist() for c in (
+                fig.pfc_rx, fig.pfc_tx, fig.ecn, fig.discards)), strict=True):
+            device = index.node_ids[node]
+            self.pfc.add_metric([device, "rx"], rx)
+            self.pfc.add_metric([device, "tx"], tx)
+            self.ecn.add_metric([device], ecn)
+            self.discards.add_metric([device], disc)
+        for state in ("up", "down", "unknown"):
+            self.links.add_metric([state], float(fig.states[state]))
+        dropped = index.n_links - len(links) + len(index.switch_nodes) - len(switches)
+        self.dropped.add_metric([], float(dropped))
+
+
+__all__ = ["FabricMetrics", "FabricMetricsConfig", "bounded_entities"]

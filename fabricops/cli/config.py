@@ -21,7 +21,9 @@ app = typer.Typer(
     no_args_is_help=True,
     rich_markup_mode="rich",
     help="Plan the RoCE configuration of a fabric (lossless class, PFC and watchdog, ECN, "
-         "buffer headroom, ECMP seeds, NIC DCQCN) and render it for switches and hosts.",
+         "buffer headroom, ECMP seeds, NIC DCQCN), render it for switches and hosts, "
+         "check what the fabric runs, apply the plan, validate it with traffic and watch "
+         "for drift.",
 )
 
 TopologyOpt = Annotated[Path, typer.Option(
@@ -51,6 +53,10 @@ def _plan(topology: Path, settings: list[str] | None) -> FabricPlan:
         if debug_enabled():
             raise
         raise fail(str(exc)) from None
+
+
+plan_of = _plan
+"""Load a topology and plan it (``--set`` applied); bad input exits 2 with one line."""
 
 
 @app.command("plan")
@@ -211,3 +217,6 @@ def _row(device: SwitchIntent | HostIntent) -> tuple[str, ...]:
 
 def _count(n: int, speeds: list[int]) -> str:
     return f"{n}x" + "/".join(f"{s / 1e9:g}G" for s in speeds)
+
+
+from fabricops.cli import config_ops, config_twin  # noqa: E402,F401  (their commands)

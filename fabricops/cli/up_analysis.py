@@ -14,13 +14,13 @@ from fabricops.cli.lifecycle import Running
 from fabricops.cli.preflight import StartupError, named
 from fabricops.core.actions import ActionMode, StepOp
 from fabricops.core.bus import Bus
+from fabricops.evaluation.sim_actuator import SimulatorActuator
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.remediation.actuator import Actuator, Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.gnmi_actuator import GnmiSetActuator
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
-from fabricops.evaluation.sim_actuator import SimulatorActuator
 from fabricops.remediation.watch import FabricWatch
 from fabricops.simulator.agents.service import SimulatedFabric
 from fabricops.store.store import Store, StoreConfig

@@ -119,6 +119,7 @@ class GnmiCollector:
         self._backoff = config.backoff
         self._warnings = ThrottledLog(log)
         self._runs = {t.device: _Run(t, config.unhealthy_after_leaves) for t in config.targets}
+        self._metrics.prepare(list(self._runs))
         self._policies = PolicyBook()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None

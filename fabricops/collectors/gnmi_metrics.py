@@ -16,7 +16,9 @@ under ``(other paths)`` (``--explain`` keeps more)."""
 class GnmiMetrics:
     """Everything that moves in the collector gets a series here.
 
-    ``errors`` kinds: ``unreachable`` (no connection), ``timeout`` (no first answer
+    Every per-device series but ``errors``, ``leaves_unsupported`` and
+    ``leaves_unmapped`` exists for each configured target from construction
+    (:meth:`prepare`); those three appear at their first occurrence. ``errors`` reasons: ``unreachable`` (no connection), ``timeout`` (no first answer
     or a silent stream), ``stream`` (dropped), ``auth``, ``rejected`` (the target
     refused the subscription), ``config`` (unreadable TLS file, certificate not
     fetched), ``internal``, ``target_error``, ``unmapped_path``, ``bad_value``,
@@ -54,8 +56,8 @@ class GnmiMetrics:
                                ["device"], registry=registry)
         self.frames = Counter("fabricops_gnmi_frames", "Frames published", ["device"],
                               registry=registry)
-        self.errors = Counter("fabricops_gnmi_errors", "Failures and skipped input, by kind",
-                              ["device", "kind"], registry=registry)
+        self.errors = Counter("fabricops_gnmi_errors", "Failures and skipped input, by reason",
+                              ["device", "reason"], registry=registry)
         self.reconnects = Counter("fabricops_gnmi_reconnects",
                                   "Subscriptions retried after a failure", ["device"],
                                   registry=registry)
@@ -69,6 +71,15 @@ class GnmiMetrics:
                                      "From receiving a notification to the sink accepting "
                                      "its frame", buckets=LAG_BUCKETS_S, registry=registry)
         self._paths: dict[str, set[str]] = {}
+
+    def prepare(self, devices: list[str]) -> None:
+        """Create the per-device series of every configured target (0 until it answers)."""
+        families = (self.up, self.updates, self.leaves, self.mapped, self.gone, self.synced,
+                    self.samples, self.frames, self.reconnects, self.interval,
+                    self.last_sample)
+        for device in devices:
+            for family in families:
+                family.labels(device)
 
     def observe_leaves(self, device: str, outcome: LeafOutcome) -> None:
         """Count what one notification's leaves became."""

@@ -106,6 +106,7 @@ class SnmpPoller:
         self._warnings = ThrottledLog(log)
         self.metrics = SnmpMetrics(registry if registry is not None else CollectorRegistry())
         self._targets = {t.device: _Target(t, TargetStatus(t.device)) for t in config.targets}
+        self.metrics.prepare(list(self._targets))
         self._policies: dict[str, SamplingPolicy] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -389,7 +390,6 @@ class SnmpPoller:
         if status.up and state.outage is not None:
             state.outage.recovered()
         self.metrics.target_up.labels(status.device).set(1 if status.up else 0)
-        self.metrics.targets_up.set(sum(1 for s in self._targets.values() if s.status.up))
 
 
 __all__ = ["PollError", "SnmpPoller", "SnmpPollerConfig", "SnmpTarget", "TargetStatus",

@@ -8,7 +8,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 class SnmpMetrics:
     """Series of the SNMP poller: target health, polls, samples, errors, lag.
 
-    ``errors`` causes: ``poll`` (a poll failed other than by timeout),
+    ``target_up{device}`` exists for every configured target from construction
+    (:meth:`prepare`); how many answer is ``sum(fabricops_snmp_target_up)`` (and
+    ``fabricops_collector_targets_up{protocol="snmp"}``). ``errors`` reasons: ``poll`` (a poll failed other than by timeout),
     ``malformed_row`` (a row skipped), ``publish`` (the sink refused a frame),
     ``malformed_datagram`` (not an SNMPv2c response), ``foreign_datagram`` (a
     request-id in flight answered from another address or port: ignored),
@@ -25,8 +27,7 @@ class SnmpMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         r, p = registry, "fabricops_snmp_"
-        self.targets_up = Gauge(f"{p}targets_up", "Targets answering", registry=r)
-        self.target_up = Gauge(f"{p}target_up", "1 if the target answers", ["target"],
+        self.target_up = Gauge(f"{p}target_up", "1 if the target answers", ["device"],
                                registry=r)
         self.polls = Counter(f"{p}polls", "Polls by result", ["result"], registry=r)
         self.samples = Counter(f"{p}samples", "Samples published", registry=r)
@@ -39,13 +40,23 @@ class SnmpMetrics:
         self.describes = Counter(f"{p}describes", "Device descriptions, by reason", ["reason"],
                                  registry=r)
         self.timeouts = Counter(f"{p}timeouts", "Polls that timed out", registry=r)
-        self.errors = Counter(f"{p}errors", "Errors by cause", ["cause"], registry=r)
+        self.errors = Counter(f"{p}errors", "Errors by reason", ["reason"], registry=r)
         self.duration = Histogram(f"{p}poll_duration_seconds", "Walk duration", registry=r)
         self.lag = Histogram(f"{p}publish_lag_seconds", "Collection to publish",
                              buckets=(.001, .005, .01, .05, .1, .5, 1, 5), registry=r)
         self.wraps = Counter(f"{p}wraps", "Counter32 wraps carried", registry=r)
         self.resets = Counter(f"{p}device_resets", "Counters that went back (a device restart)",
                               registry=r)
+        for reason in ("poll", "malformed_row", "publish", "malformed_datagram",
+                       "foreign_datagram", "unmatched_datagram"):
+            self.errors.labels(reason)
+        for result in ("ok", "timeout", "error"):
+            self.polls.labels(result)
+
+    def prepare(self, devices: list[str]) -> None:
+        """Create the per-device series of every configured target (0 until polled)."""
+        for device in devices:
+            self.target_up.labels(device)
 
 
 __all__ = ["SnmpMetrics"]

@@ -91,8 +91,11 @@ class ConsumerLoop:
                                         "Records a consumer loop handled", ["worker"])
         self.m_failures = shared_counter(
             reg, "fabricops_consumer_failures",
-            "Failed attempts of a consumer loop, by kind (bus, transient, loop)",
-            ["worker", "kind"])
+            "Failed attempts of a consumer loop, by reason (bus, transient, loop)",
+            ["worker", "reason"])
+        self.m_records.labels(name)
+        for reason in ("bus", "transient", "loop"):
+            self.m_failures.labels(name, reason)
         self._outage = Outage(self.log, f"{name}: bus or store", clock)
 
     def run(self, stop: threading.Event, consumer: Consumer | None = None) -> None:

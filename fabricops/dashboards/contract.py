@@ -34,11 +34,11 @@ METRICS: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType({
     "fabricops_alerts_delivered_total": ("receiver",),
     # Fabric aggregates computed from telemetry.
     "fabricops_link_utilization_ratio": ("link",),
-    "fabricops_link_errors_per_second": ("link",),
+    "fabricops_link_errors_total": ("link",),
     "fabricops_link_rx_power_dbm": ("link",),
-    "fabricops_switch_pfc_pauses_per_second": ("switch", "direction"),
-    "fabricops_switch_ecn_marked_packets_per_second": ("switch",),
-    "fabricops_switch_discards_per_second": ("switch",),
+    "fabricops_switch_pfc_pauses_total": ("device", "direction"),
+    "fabricops_switch_ecn_marked_packets_total": ("device",),
+    "fabricops_switch_discards_total": ("device",),
     "fabricops_fabric_links": ("state",),
     "fabricops_fabric_series_dropped": (),
 })

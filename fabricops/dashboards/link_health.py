@@ -21,7 +21,8 @@ from fabricops.dashboards.panels import (
 UID = "fabricops-link-health"
 FILE_NAME = "link-health.json"
 LINKS = 'link=~"$link"'
-SWITCHES = 'switch=~"$switch"'
+SWITCHES = 'device=~"$device"'
+RATE = "[$__rate_interval]"
 TOP = 20
 
 
@@ -35,8 +36,8 @@ def build() -> dashboard.Dashboard:
         variables=[
             query_variable("link", "Link",
                            "label_values(fabricops_link_utilization_ratio, link)"),
-            query_variable("switch", "Switch",
-                           "label_values(fabricops_switch_pfc_pauses_per_second, switch)"),
+            query_variable("device", "Switch",
+                           "label_values(fabricops_switch_pfc_pauses_total, device)"),
         ])
 
 
@@ -51,7 +52,7 @@ def _links() -> list[PanelBuilder]:
         timeseries_panel(
             "Errors", "Input and FCS errors per second, both ends summed. Any steady rate "
             "is a gray failure: a dirty or failing optic, or a bad cable.",
-            prom(f"fabricops_link_errors_per_second{{{LINKS}}}", "{{link}}"),
+            prom(f"rate(fabricops_link_errors_total{{{LINKS}}}{RATE})", "{{link}}"),
             steps=(("green", None), ("red", 1))),
         timeseries_panel(
             "Optical receive power", "The lower of the two ends' receive power. A slow "
@@ -71,33 +72,34 @@ def _links() -> list[PanelBuilder]:
             datasource=PROMETHEUS, unit="percentunit", width=12, sort_by="Value"),
         table_panel(
             "Erring links", f"The {TOP} links with the highest error rate now.",
-            prom(f"topk({TOP}, fabricops_link_errors_per_second{{{LINKS}}} > 0)",
+            prom(f"topk({TOP}, rate(fabricops_link_errors_total{{{LINKS}}}{RATE}) > 0)",
                  instant=True, as_table=True),
             datasource=PROMETHEUS, width=12, sort_by="Value"),
     ]
 
 
 def _switches() -> list[PanelBuilder]:
-    pauses = "sum by (switch) (fabricops_switch_pfc_pauses_per_second{{{0}, direction=\"{1}\"}})"
+    pauses = ("sum by (device) (rate(fabricops_switch_pfc_pauses_total"
+              "{{{0}, direction=\"{1}\"}}{2}))")
     return [
         timeseries_panel(
             "PFC pauses received", "Pause frames per second the switch's ports received: "
             "something downstream cannot keep up. Follow the pauses to their origin.",
-            prom(pauses.format(SWITCHES, "rx"), "{{switch}}")),
+            prom(pauses.format(SWITCHES, "rx", RATE), "{{device}}")),
         timeseries_panel(
             "PFC pauses sent", "Pause frames per second the switch's ports sent: its own "
             "queues passed Xoff. A switch that only sends is congested; a NIC that pauses "
             "forever is a pause storm.",
-            prom(pauses.format(SWITCHES, "tx"), "{{switch}}")),
+            prom(pauses.format(SWITCHES, "tx", RATE), "{{device}}")),
         timeseries_panel(
             "ECN-marked packets", "Packets per second marked Congestion Experienced.",
-            prom(f"sum by (switch) (fabricops_switch_ecn_marked_packets_per_second"
-                 f"{{{SWITCHES}}})", "{{switch}}"),
+            prom(f"sum by (device) (rate(fabricops_switch_ecn_marked_packets_total"
+                 f"{{{SWITCHES}}}{RATE}))", "{{device}}"),
             unit="pps"),
         timeseries_panel(
             "Discards", "Input and output discards per second. On a lossless RoCE class "
             "these should be zero; steady discards mean PFC is off or misconfigured.",
-            prom(f"sum by (switch) (fabricops_switch_discards_per_second{{{SWITCHES}}})",
-                 "{{switch}}"),
+            prom(f"sum by (device) (rate(fabricops_switch_discards_total{{{SWITCHES}}}{RATE}))",
+                 "{{device}}"),
             unit="pps", steps=(("green", None), ("red", 1))),
     ]

@@ -66,19 +66,21 @@ def _hot_spots() -> list[PanelBuilder]:
             "Links with errors", f"The {TOP} links with the most input and FCS errors per "
             "second (both ends). RoCE retransmits go-back-N: a small error rate costs a "
             "training job much of its throughput.",
-            prom(f"topk({TOP}, fabricops_link_errors_per_second > 0)", "{{link}}"),
+            prom(f"topk({TOP}, rate(fabricops_link_errors_total[$__rate_interval]) > 0)",
+                 "{{link}}"),
             steps=ANY_IS_BAD),
         timeseries_panel(
             "PFC pauses by switch", f"PFC pause frames per second (received and sent) of the "
             f"{TOP} most pausing switches. A switch that pauses far more than its peers is "
             "next to a pause storm, a slow receiver or incast.",
-            prom(f"topk({TOP}, sum by (switch) (fabricops_switch_pfc_pauses_per_second))",
-                 "{{switch}}")),
+            prom(f"topk({TOP}, sum by (device) "
+                 "(rate(fabricops_switch_pfc_pauses_total[$__rate_interval])))", "{{device}}")),
         timeseries_panel(
             "ECN marks by switch", f"ECN-marked packets per second of the {TOP} most marking "
             "switches: congestion that DCQCN is reacting to.",
-            prom(f"topk({TOP}, sum by (switch) "
-                 "(fabricops_switch_ecn_marked_packets_per_second))", "{{switch}}"),
+            prom(f"topk({TOP}, sum by (device) "
+                 "(rate(fabricops_switch_ecn_marked_packets_total[$__rate_interval])))",
+                 "{{device}}"),
             unit="pps"),
     ]
 

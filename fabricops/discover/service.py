@@ -78,7 +78,7 @@ class _Metrics:
                               ["protocol", "outcome"], registry=registry)
         self.findings = Counter("fabricops_discover_findings",
                                 "LLDP rows, neighbours or devices that could not be used",
-                                ["kind"], registry=registry)
+                                ["reason"], registry=registry)
         self.links = Gauge("fabricops_discover_links", "Links in the last topology found",
                            registry=registry)
 

@@ -26,12 +26,12 @@ from fabricops.core.faults import TARGETS, FaultType
 from fabricops.core.intreport import IntBatch
 from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Diagnosis
+from fabricops.evaluation.replay import truth_of
+from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.rca.engine import RcaEngine
 from fabricops.rca.model import RcaModel
-from fabricops.evaluation.replay import truth_of
 from fabricops.remediation.actuator import Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
-from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.remediation.watch import FabricWatch
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
 from fabricops.simulator.engine import Simulator

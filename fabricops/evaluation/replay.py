@@ -147,23 +147,45 @@ def replay(ls: LabelledScenario, model: RcaModel | None, *, collect: bool = Fals
 
 
 def fault_touched(sim: Any, fault: Any, paths_before: npt.NDArray[np.int32]) -> bool:
-    """Ground truth, for scoring only: did this active fault reach any traffic this tick?
+    """Ground truth, for scoring only: could telemetry show this active fault this tick?
 
-    Loss on a direction no packet crosses, or a hash change on a switch whose
-    flows keep their paths, leaves no trace in any telemetry; other faults
-    always do (a port goes down, a device goes silent, a NIC pauses).
+    Loss shows only where it is expected to drop a packet (served packets x loss
+    rate >= 1 in the tick); a slow receiver only when it pauses traffic it cannot
+    drain; an ECN profile only where traffic leaves; a hash change only where some flow's path changed. Other faults
+    always show (a port goes down, a device goes silent, a NIC pauses, receive
+    power falls).
     """
     spec = fault.spec
     if sim.time_s <= spec.start_s:
         return False
     kind = spec.type.value
-    if kind in ("gray_loss", "optic_degradation"):
-        return bool(sim.last.served_bps[fault.channels].sum() > 0)
+    served = sim.last.served_bps[fault.channels]
+    if kind == "gray_loss":
+        pkts = served * sim.config.tick_s / 8.0 / sim.config.physics.packet_bytes
+        return bool((pkts * spec.typed_params().loss_rate).sum() >= 1.0)
+    if kind == "slow_receiver":  # it shows only by pausing traffic it cannot drain
+        return bool(sim.last.pause_share[fault.channels].max(initial=0.0) > 0)
+    if kind == "ecn_misconfig":
+        return bool(served.sum() > 0)
     if kind == "hash_polarization":
         active = sim.workload.flows.active
         n = min(len(paths_before), len(sim.paths))
-        return bool(((sim.paths[:n] != paths_before[:n]).any(axis=1) & active[:n]).any())
+        return bool((_moved(paths_before[:n], sim.paths[:n]) & active[:n]).any())
     return True
+
+
+def _moved(before: npt.NDArray[np.int32], after: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
+    """Per flow: its path changed (the hop arrays may differ in width when a longest
+    path appears or goes; the extra hops of the wider one are padding unless they
+    differ from its padding value)."""
+    w = min(before.shape[1], after.shape[1])
+    out: npt.NDArray[np.bool_] = (before[:, :w] != after[:, :w]).any(axis=1)
+    wide = before if before.shape[1] > w else after
+    if wide.shape[1] > w and wide.size:
+        extra = wide[:, w:]
+        pad = np.bincount(extra.ravel() - extra.min()).argmax() + extra.min()
+        out |= (extra != pad).any(axis=1)
+    return out
 
 
 def _collect(result: ReplayResult, x: F64, suspects: set[int], t_s: float,

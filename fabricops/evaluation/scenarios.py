@@ -162,13 +162,30 @@ def nodes_of(entity: str) -> set[str]:
     return {part.split(":", 1)[0] for part in entity.split("~")}
 
 
+def _cyclic(topo: Topology, links: list[str]) -> list[str]:
+    """Switch links on a four-switch cycle (both ends have another switch neighbour)."""
+    nbrs: dict[str, set[str]] = {}
+    for lk in links:
+        a, b = lk.split("~")
+        na, nb = a.split(":")[0], b.split(":")[0]
+        nbrs.setdefault(na, set()).add(nb)
+        nbrs.setdefault(nb, set()).add(na)
+    out = []
+    for lk in links:
+        a, b = (e.split(":")[0] for e in lk.split("~"))
+        if any(a in nbrs[d] and d != b for c in nbrs[b] - {a} for d in nbrs[c] - {a, b}):
+            out.append(lk)
+    return out
+
+
 def _pool(t: FaultType, topo: Topology, rng: np.random.Generator) -> list[str]:
     target = TARGETS[t]
     switch_links = [lk.id for lk in topo.links
                     if not (topo.node_by_id[lk.a.split(":")[0]].is_host
                             or topo.node_by_id[lk.b.split(":")[0]].is_host)]
     if target == "link":
-        pool = switch_links if t is FaultType.PFC_DEADLOCK else [lk.id for lk in topo.links]
+        pool = _cyclic(topo, switch_links) if t is FaultType.PFC_DEADLOCK else [
+            lk.id for lk in topo.links]
         if t is FaultType.LINK_DOWN and rng.random() < 0.5:
             pool = switch_links
         return pool
@@ -179,12 +196,16 @@ def _pool(t: FaultType, topo: Topology, rng: np.random.Generator) -> list[str]:
     return list(topo.nics())
 
 
-def _entity(t: FaultType, topo: Topology, rng: np.random.Generator, taken: set[str]) -> str:
-    """A random target of type ``t`` on no node of ``taken`` (when one exists)."""
+def _entity(t: FaultType, topo: Topology, rng: np.random.Generator,
+            taken: set[str]) -> tuple[FaultType, str]:
+    """A random target of type ``t`` on no node of ``taken`` (when one exists); a fabric
+    with no four-switch cycle gets gray loss instead of a deadlock."""
     pool = _pool(t, topo, rng)
+    if not pool:
+        t, pool = FaultType.GRAY_LOSS, _pool(FaultType.GRAY_LOSS, topo, rng)
     free = [e for e in pool if not (nodes_of(e) & taken)]
     pick = free or pool
-    return str(pick[int(rng.integers(len(pick)))])
+    return t, str(pick[int(rng.integers(len(pick)))])
 
 
 def _kinds(spec: ScenarioSpec, n: int, rng: np.random.Generator) -> list[FaultType]:
@@ -220,7 +241,7 @@ def make(index: int, seed: int, spec: ScenarioSpec | None = None, *,
     faults: list[dict[str, Any]] = []
     taken: set[str] = set()
     for k, t in enumerate(_kinds(spec, n_faults, rng) if n_faults else []):
-        entity = _entity(t, topo, rng, taken)
+        t, entity = _entity(t, topo, rng, taken)
         taken |= nodes_of(entity)
         faults.append({"type": t.value, "entity": entity,
                        "start_s": round(start + STAGGER_S * k, 3), "params": _params(t, rng)})

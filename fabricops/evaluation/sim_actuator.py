@@ -70,8 +70,7 @@ class SimulatorActuator:
             case StepOp.RELEASE_SPARE:
                 c.release_spare(t, str(p["job"]))
             case StepOp.SET_CONFIG:
-                previous = sim.settings.set(t, p)
-                return {f"{PREVIOUS}{k}": v for k, v in previous.items()}
+                return {f"{PREVIOUS}{k}": v for k, v in sim.settings.set(t, p).items()}
             case StepOp.TICKET:
                 pass  # the simulated fabric has no ticket queue; the audit log is the ticket
         return {}

@@ -1,10 +1,13 @@
 """Train the RCA model on labelled simulator scenarios.
 
-``train(n, ...)`` replays ``n`` scenarios of the training seed stream (in
-``workers`` processes), keeps candidate rows (the true roots, every entity a
-rule flagged, the loudest entities and a random sample), and fits the model.
-Positive rows are weighted up so that the rare roots count as much as the
-many healthy entities around them.
+``train(n, ...)`` replays ``n`` scenarios of the training seed stream on the
+training shapes only (in ``workers`` processes), keeps candidate rows (the true
+roots, every entity a rule flagged, the loudest entities and a random sample),
+and fits the model. The mix (``spec_for``): one fault in most scenarios, two
+or three concurrent faults, faults while a link flaps, and healthy runs. A
+root is labelled only once its fault has reached traffic. Positive rows are
+weighted up so that the rare roots count as much as the many healthy entities
+around them.
 """
 
 from __future__ import annotations
@@ -15,17 +18,32 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from fabricops.rca.model import CLASSES, RcaModel
 from fabricops.evaluation.replay import map_scenarios, replay
-from fabricops.evaluation.scenarios import TRAIN_SEED, make
+from fabricops.evaluation.scenarios import TRAIN_SEED, ScenarioSpec, make
+from fabricops.rca.model import CLASSES, RcaModel
 
 F64 = npt.NDArray[np.float64]
 Progress = Callable[[int, int], None]
 
 
+def spec_for(index: int) -> ScenarioSpec:
+    """The training mix: of every 20 scenarios, 1 healthy, 4 with two faults, 1 with
+    three, 3 with faults during a flap, the rest with one fault."""
+    slot = index % 20
+    if slot == 0:
+        return ScenarioSpec(split="train", faults=0)
+    if slot <= 4:
+        return ScenarioSpec(split="train", faults=2)
+    if slot == 5:
+        return ScenarioSpec(split="train", faults=3)
+    if slot <= 8:
+        return ScenarioSpec(split="train", faults=2, during_flap=True)
+    return ScenarioSpec(split="train", faults=1)
+
+
 def _rows(args: tuple[int, int]) -> tuple[F64, npt.NDArray[np.int64]]:
     index, seed = args
-    r = replay(make(index, seed), None, collect=True)
+    r = replay(make(index, seed, spec_for(index)), None, collect=True)
     if not r.rows:
         return np.zeros((0, 0)), np.zeros(0, np.int64)
     return np.vstack(r.rows), np.concatenate(r.labels)

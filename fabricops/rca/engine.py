@@ -54,8 +54,9 @@ class RcaConfig(BaseModel):
     int_keep_s: float = Field(default=30.0, gt=0, description="How long an INT path counts")
     top_k: int = Field(default=5, ge=1, le=50, description="Ranked alternatives kept")
     max_roots: int = Field(default=4, ge=1, le=32, description="Separate roots per step")
-    echo_floor: float = Field(default=0.9, ge=0, le=1, description="Root score a candidate "
-                              "without a symptom of its own needs to be a further root")
+    echo_floor: float = Field(default=0.97, ge=0, le=1, description="Root score a candidate "
+                              "needs to be a further root without a symptom of its own that "
+                              "points at its fault type")
     missing_penalty: float = Field(default=0.1, ge=0, le=1,
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
@@ -95,7 +96,7 @@ class RcaEngine:
         self.signals = Signals(self.index)
         self.model = model
         self.jobs = {k: tuple(v) for k, v in (jobs or {}).items()}
-        self._incidents: dict[str, tuple[int, str, int]] = {}  # id: onset, root, last seen
+        self._incidents: dict[str, tuple[int, str, int, str]] = {}  # onset, root, seen, type
         self.steps = 0
         self._cand_nodes = self.candidates.nodes(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
@@ -140,7 +141,7 @@ class RcaEngine:
         (within ``STEADY``), of the same type and on the same nodes (the NICs of a
         slow host): a revision does not hop between equals."""
         top = group.root
-        for _, name, _ in self._incidents.values():
+        for _, name, _, _ in self._incidents.values():
             cur = self._name_index.get(name)
             if (cur is not None and cur != top and cur not in taken
                     and best[cur] == best[top] and root[cur] >= root[top] - STEADY
@@ -148,14 +149,21 @@ class RcaEngine:
                 return cur
         return top
 
-    def _incident_for(self, root_id: str, ts: int, used: set[str]) -> tuple[str, int]:
-        """(id, onset) of the open incident this root continues, or of a new one."""
-        for ident, (onset, latest, _) in self._incidents.items():
-            if ident not in used and related(latest, root_id):
-                self._incidents[ident] = (onset, root_id, ts)
+    def _incident_for(self, root_id: str, fault: str, ts: int,
+                      used: set[str]) -> tuple[str, int]:
+        """(id, onset) of the open incident this root continues, or of a new one: an
+        incident continues on its own root (whatever its type now), or on a related
+        root of another kind or of the same type."""
+        kind = self.candidates.kind
+        for ident, (onset, latest, _, ftype) in self._incidents.items():
+            cur = self._name_index.get(latest)
+            same = latest == root_id or ftype == fault or (
+                cur is not None and kind[cur] != kind[self._name_index[root_id]])
+            if ident not in used and same and related(latest, root_id):
+                self._incidents[ident] = (onset, root_id, ts, fault)
                 return ident, onset
         ident = f"dx-{ts}-{root_id}"
-        self._incidents[ident] = (ts, root_id, ts)
+        self._incidents[ident] = (ts, root_id, ts, fault)
         return ident, ts
 
     def _focus(self, symptoms: list[Symptom], x: F64) -> npt.NDArray[np.bool_]:
@@ -172,16 +180,16 @@ class RcaEngine:
         cfg = self.config
         missing = _missing(self.index, sig)
         scale = 1.0 - min(0.5, cfg.missing_penalty * len(missing))
-        groups = pick_roots(root, self._cand_nodes, {s.candidate for s in symptoms},
+        groups = pick_roots(root, self._cand_nodes, supported(symptoms, best),
                             floor=cfg.min_confidence / scale, echo_floor=cfg.echo_floor,
-                            max_roots=cfg.max_roots)
+                            max_roots=cfg.max_roots, kind=self.candidates.kind, fault=best)
         taken = {g.root for g in groups}
         out: list[Diagnosis] = []
         used: set[str] = set()
         for g in groups:
             top = self._steady(g, root, best, taken)
             taken.add(top)
-            g = RootGroup(top, g.nodes)
+            g = RootGroup(top, g.nodes, g.kind, g.fault)
             order = alternatives(root, g, taken - {top}, self._cand_nodes, cfg.top_k)
             d = self._one(ts, sig, symptoms, root, best, flows, order, missing, scale, used)
             used.add(d.id)
@@ -195,13 +203,13 @@ class RcaEngine:
         top = order[0]
         total = float(root[order].sum())
         root_id = cand.names[top]
-        ident, onset = self._incident_for(root_id, ts, used)
+        fault = CLASSES[int(best[top])]
+        ident, onset = self._incident_for(root_id, fault, ts, used)
         ranked = tuple(
             RankedEntity(entity=cand.names[i], kind=KIND_NAMES[cand.kind[i]],
                          probability=round(float(root[i]) / max(total, 1.0), 4),
                          fault_type=CLASSES[int(best[i])])
             for i in order if root[i] > 0.01)
-        fault = CLASSES[int(best[top])]
         ev: list[Evidence] = evidence_for(self.index, cand, top, sig, symptoms)
         gone = [Evidence(entity=m, signal="missing", value=1.0,
                          note="expected telemetry absent; confidence lowered") for m in missing]
@@ -226,6 +234,22 @@ def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B
     silent = ix.port_node[sig.missing | sig.node_missing]
     out: B = np.bincount(np.concatenate((shaky, silent)), minlength=ix.n_nodes) > 0
     return out
+
+
+def supported(symptoms: list[Symptom], best: npt.NDArray[np.int64]) -> set[int]:
+    """Candidates with a symptom of their own that points at the type the model gives
+    them (a slow host's NICs pause: the pausing rule supports a slow receiver)."""
+    out = set()
+    for s in symptoms:
+        ftype = CLASSES[int(best[s.candidate])]
+        if s.fault_type == ftype or (ftype, s.fault_type) in _ALSO:
+            out.add(s.candidate)
+    return out
+
+
+_ALSO = {("slow_receiver", "pfc_storm"), ("link_down", "link_flap"), ("link_flap", "link_down"),
+         ("optic_degradation", "gray_loss"), ("gray_loss", "optic_degradation"),
+         ("nic_down", "link_down")}
 
 
 def nodes_of(entity: str) -> set[str]:

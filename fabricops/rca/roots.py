@@ -1,13 +1,18 @@
 """Several roots at once: which scored candidates are separate faults, which are echoes.
 
 ``pick_roots`` walks the candidates from the highest root score down. A
-candidate on a node that an already chosen root is on (a NIC and its link, a
-switch and the links around it, two links of one PFC cycle) belongs to that
-root's group: it is one of its alternatives, never a root of its own. The
+candidate on a node that an already chosen root is on belongs to that root's
+group (it is one of its alternatives, never a root of its own) when it is of
+another kind (a NIC and its link, a switch and the links around it) or would
+have the same fault type (two links of one PFC cycle, the NICs of one slow
+host). Two links of one switch with different faults (one flaps, the other
+loses packets) are separate roots. The
 best candidate above ``floor`` opens the first group; any other opens a group
-of its own when it carries a symptom itself, or, when it only inherits its
-score from what is around it, when it reaches ``echo_floor``. Groups come out in the order they were opened (the first is
-the most likely root of the step), at most ``max_roots`` of them.
+of its own when a symptom of its own supports it (``supported``: a rule that
+fired on it and points at its fault type), or, when it only inherits its score
+from what is around it, when it reaches ``echo_floor``. Groups come out in the
+order they were opened (the first is the most likely root of the step), at
+most ``max_roots`` of them.
 """
 
 from __future__ import annotations
@@ -24,26 +29,35 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass
 class RootGroup:
-    """One fault: its root candidate, and the nodes it covers."""
+    """One fault: its root candidate, its kind and fault type, and the nodes it covers."""
 
     root: int
     nodes: set[int] = field(default_factory=set)
+    kind: int = 0
+    fault: int = 0
+
+    def absorbs(self, nodes: set[int], kind: int, fault: int) -> bool:
+        """A candidate on these nodes, of this kind and type, is an echo of this root."""
+        return bool(nodes & self.nodes) and (kind != self.kind or fault == self.fault)
 
 
-def pick_roots(root: F64, cand_nodes: I64, with_symptom: Collection[int], *, floor: float,
-               echo_floor: float, max_roots: int) -> list[RootGroup]:
-    """See the module docstring. ``cand_nodes`` is candidates x 2 (``Candidates.nodes``)."""
+def pick_roots(root: F64, cand_nodes: I64, supported: Collection[int], *, floor: float,
+               echo_floor: float, max_roots: int, kind: npt.NDArray[np.int8] | None = None,
+               fault: I64 | None = None) -> list[RootGroup]:
+    """See the module docstring. ``cand_nodes`` is candidates x 2 (``Candidates.nodes``);
+    ``kind`` and ``fault`` (per candidate: its kind and most likely type) default to one
+    kind and one type, so that any shared node makes an echo."""
     groups: list[RootGroup] = []
     above = np.flatnonzero(root >= floor)
-    covered: set[int] = set()
     for i in above[np.argsort(-root[above], kind="stable")].tolist():
         nodes = {int(n) for n in cand_nodes[i]}
-        if nodes & covered:
+        k = int(kind[i]) if kind is not None else 0
+        f = int(fault[i]) if fault is not None else 0
+        if any(g.absorbs(nodes, k, f) for g in groups):
             continue
-        if groups and i not in with_symptom and root[i] < echo_floor:
+        if groups and i not in supported and root[i] < echo_floor:
             continue
-        groups.append(RootGroup(i, nodes))
-        covered |= nodes
+        groups.append(RootGroup(i, nodes, k, f))
         if len(groups) >= max_roots:
             break
     return groups

@@ -1,7 +1,8 @@
 """RcaService: the RCA as a member of the ``fabricops-rca`` consumer group.
 
 It consumes ``telemetry.v1`` and ``int.v1``, steps its engine once per
-``step_s`` of telemetry time, and publishes each new or revised diagnosis on
+``step_s`` of telemetry time, and publishes each new or revised diagnosis (one
+per separate root: concurrent faults are published side by side) on
 ``diagnoses.v1`` and into the store (if given). A diagnosis is revised (same
 id, newer time) when its root or fault type changes, or every
 ``republish_s`` while the incident lasts. Offsets are committed after the
@@ -100,19 +101,20 @@ class RcaService:
         result = self.engine.step(newest)
         self.m_steps.inc()
         self.m_latency.observe(time.perf_counter() - started)
-        d = result.diagnosis
-        if d is None or not self._due(d):
-            return []
-        self.bus.publish(self._out, d.root.encode(), [d.encode()])
-        if self.store is not None:
+        due = [d for d in result.diagnoses if self._due(d)]
+        for d in due:
+            self.bus.publish(self._out, d.root.encode(), [d.encode()])
+        if due and self.store is not None:
             try:
-                self.store.put_diagnoses([d])
+                self.store.put_diagnoses(due)
             except Exception as exc:
-                log.error("rca: could not store diagnosis %s: %s", d.id, exc)
-        self._published[d.id] = (d.root, d.fault_type, d.ts_ns)
-        self.diagnoses.append(d)
-        self.m_diag.inc()
-        return [d]
+                log.error("rca: could not store diagnoses %s: %s",
+                          ", ".join(d.id for d in due), exc)
+        for d in due:
+            self._published[d.id] = (d.root, d.fault_type, d.ts_ns)
+            self.diagnoses.append(d)
+            self.m_diag.inc()
+        return due
 
     def _due(self, d: Diagnosis) -> bool:
         last = self._published.get(d.id)

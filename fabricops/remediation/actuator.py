@@ -19,7 +19,6 @@ from typing import Protocol
 
 from fabricops.core.actions import Action, Param, Step, StepOp
 
-
 PREVIOUS = "previous."
 """Prefix of the facts a ``set_config`` step returns: ``previous.<setting>`` -> old value."""
 

@@ -130,6 +130,10 @@ class RemediationEngine:
             action = self._apply(action, now_ns)
         return action
 
+    def confirm(self, action_id: str, now_ns: int, actor: str, note: str) -> Action:
+        """An applied action whose effect the caller verified itself (settings read back)."""
+        return self._move(self.actions[action_id], ActionState.VERIFIED, now_ns, actor, note)
+
     def rollback(self, action_id: str, now_ns: int, actor: str, why: str) -> Action:
         """Undo an applied action now (its verification failed); returns it rolled back."""
         return self._rollback(self.actions[action_id], now_ns, actor, why)

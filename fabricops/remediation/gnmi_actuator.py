@@ -17,6 +17,10 @@ given at construction:
   use: they are the fact ``previous`` the undo restores, and a switch whose
   hash cannot be read is not changed.
 
+- ``set_config`` on a device ``DEVICE`` (params: setting key -> value): one update
+  per setting at its path (:mod:`fabricops.core.roce_settings`), after a Get of the
+  device's configuration whose values are the facts ``previous.<setting>``.
+
 Channels, TLS and credentials are the collector's
 (:mod:`fabricops.collectors.gnmi_config`). ``apply`` blocks for at most
 ``timeout_s`` per RPC and must not be called on a running event loop (use a
@@ -43,11 +47,16 @@ from fabricops.collectors.gnmi_config import (
     call_metadata,
     open_channel,
 )
+from fabricops.collectors.gnmi_settings import (
+    parse_settings,
+    settings_get_request,
+    settings_set_request,
+)
 from fabricops.core.actions import Action, Param, Step, StepOp
 from fabricops.core.entities import PORT_SEP, EntityError, split_port
 from fabricops.core.inventory import Inventory
 from fabricops.core.openconfig import bare_name
-from fabricops.remediation.actuator import ActuatorError
+from fabricops.remediation.actuator import PREVIOUS, ActuatorError
 
 _MAX_MESSAGE_BYTES = 4 << 20
 
@@ -73,7 +82,8 @@ class GnmiSetActuator:
     target."""
 
     name = "gnmi"
-    ops = frozenset({StepOp.SHUT_PORT, StepOp.NO_SHUT_PORT, StepOp.SET_HASH})
+    ops = frozenset({StepOp.SHUT_PORT, StepOp.NO_SHUT_PORT, StepOp.SET_HASH,
+                     StepOp.SET_CONFIG})
 
     def __init__(self, config: GnmiSetConfig, addresses: Mapping[str, str],
                  registry: CollectorRegistry | None = None) -> None:
@@ -120,7 +130,7 @@ class GnmiSetActuator:
         return facts
 
     def _endpoint_of(self, step: Step) -> GnmiEndpoint:
-        if step.op is StepOp.SET_HASH:
+        if step.op in (StepOp.SET_HASH, StepOp.SET_CONFIG):
             device = step.target
             if PORT_SEP in device:
                 self._count(step, "bad_target")
@@ -149,7 +159,21 @@ class GnmiSetActuator:
         stub, metadata = gnmi_pb2_grpc.gNMIStub(channel), call_metadata(endpoint)
         facts: dict[str, Param] = {}
         try:
-            if step.op is StepOp.SET_HASH:
+            if step.op is StepOp.SET_CONFIG:
+                answer = await stub.Get(settings_get_request(endpoint.device), timeout=timeout,
+                                        metadata=metadata, wait_for_ready=False)
+                running = parse_settings(answer).values
+                missing = sorted(k for k in step.params if k not in running)
+                if missing:
+                    raise _SetFailedError("refused", f"{where}: settings not served: "
+                                          + ", ".join(missing[:5]))
+                facts.update({f"{PREVIOUS}{k}": running[k] for k in step.params})
+                try:
+                    request = settings_set_request(endpoint.device, {
+                        k: v for k, v in step.params.items() if isinstance(v, int | str)})
+                except ValueError as exc:
+                    raise _SetFailedError("refused", f"{where}: {exc}") from None
+            elif step.op is StepOp.SET_HASH:
                 answer = await stub.Get(hash_get_request(endpoint.device), timeout=timeout,
                                         metadata=metadata, wait_for_ready=False)
                 facts["previous"] = _hash_l4_of(answer, where)

@@ -22,6 +22,7 @@ the defaults:
   profile of the lossless queue on every port, ``restore_config``) to their intent,
   given as ``intent`` (device -> setting key -> value, see
   :mod:`fabricops.core.roce_settings`); without an intent for the switch, a ticket;
+- configuration drift (``config_drift``) -> restore the settings its evidence names;
 - incast -> a ticket: no automatic change fixes it.
 
 An action's id derives from the diagnosis id, kind and target, so a revised
@@ -64,6 +65,9 @@ DEFAULT_REMEDIES: dict[FaultType, ActionKind] = {
     FaultType.INCAST: ActionKind.TICKET,
     FaultType.ECN_MISCONFIG: ActionKind.RESTORE_CONFIG,
 }
+CONFIG_DRIFT = "config_drift"
+"""Fault type of a drift diagnosis (``fabricops.config.drift``): its evidence names the
+settings (signal ``setting <key>``) that left their intent."""
 #: The settings a configuration fault type implicates (leaf keys, per port).
 SETTINGS_OF: dict[FaultType, tuple[str, ...]] = {
     FaultType.ECN_MISCONFIG: ("ecn.enabled", "ecn.min_threshold_bytes",
@@ -106,7 +110,7 @@ class Policy:
         """The proposed remedy for ``d``; PlanError if its root does not fit the remedy."""
         known = d.fault_type in {t.value for t in FaultType}
         kind = self.config.remedies.get(FaultType(d.fault_type), ActionKind.TICKET) if known \
-            else ActionKind.TICKET
+            else ActionKind.RESTORE_CONFIG if d.fault_type == CONFIG_DRIFT else ActionKind.TICKET
         kind, target, steps, reason = self._steps(kind, d)
         note = f"{d.fault_type} on {d.root} (confidence {d.confidence:.2f}): {reason}"
         return Action(
@@ -160,17 +164,24 @@ class Policy:
         return self._ticket(d, "no automatic remedy; a person must look")
 
     def _restore(self, d: Diagnosis) -> tuple[ActionKind, str, list[Step], str]:
-        self._switch(d.root, ActionKind.RESTORE_CONFIG)
-        leaves = SETTINGS_OF.get(FaultType(d.fault_type), ())
-        wanted = {k: v for k, v in self.intent.get(d.root, {}).items()
-                  if k.split(".", 2)[-1] in leaves}
+        if d.root not in self.topology.node_by_id:
+            raise PlanError(f"restore_config needs a device; the root {d.root!r} is not one")
+        intent = self.intent.get(d.root, {})
+        if d.fault_type == CONFIG_DRIFT:  # the evidence names each drifted setting
+            keys = {e.signal.removeprefix("setting ") for e in d.evidence
+                    if e.signal.startswith("setting ")}
+            leaves = tuple(sorted({k.split(".", 2)[-1] if k.startswith(("ports.", "nics."))
+                                   else k for k in keys}))
+            wanted = {k: v for k, v in intent.items() if k in keys}
+        else:
+            leaves = SETTINGS_OF.get(FaultType(d.fault_type), ())
+            wanted = {k: v for k, v in intent.items() if k.split(".", 2)[-1] in leaves}
         if not wanted:
             return self._ticket(d, f"no intended value of {', '.join(leaves)} is known "
                                 f"for {d.root}")
-        names = ", ".join(leaves)
         return (ActionKind.RESTORE_CONFIG, d.root,
                 [Step(op=StepOp.SET_CONFIG, target=d.root, params=wanted)],
-                f"restore {names} on {len(wanted) // max(len(leaves), 1)} port(s) to intent")
+                f"restore {', '.join(leaves)} ({len(wanted)} setting(s)) to intent")
 
     def _switch(self, root: str, kind: ActionKind) -> None:
         node = self.topology.node_by_id.get(root)
@@ -218,10 +229,10 @@ class Policy:
 
 __all__ = [
     "DEFAULT_REMEDIES",
+    "SETTINGS_OF",
     "PlanError",
     "Policy",
     "PolicyConfig",
-    "SETTINGS_OF",
     "TopologyError",
     "action_id",
 ]

@@ -152,7 +152,8 @@ def parse_fault(doc: Any, index: int) -> FaultSpec:
 
 def check_target(spec: FaultSpec, topo: Topology, index: int) -> None:
     """Refuse a fault whose entity does not exist or is of the wrong kind."""
-    want = {**TARGETS, **SETTING_TARGETS}[spec.type]
+    want = SETTING_TARGETS[spec.type] if isinstance(spec.type, SettingFault) \
+        else TARGETS[spec.type]
     label = f"fault #{index} ({spec.type.value} on {spec.entity!r})"
     if not topo.entity_exists(spec.entity):
         raise FaultError(f"{label}: entity {spec.entity!r} does not exist in the topology")

@@ -24,7 +24,6 @@ start and puts back what they changed when they end.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -208,7 +207,7 @@ def cable_lengths(fab: Fabric) -> F64:
         tier = "host-leaf" if low is NodeRole.HOST else f"{low.value}-{high.value}"
         value = given.get(link_id, given.get(tier)) if isinstance(given, dict) else given
         ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        out[i] = float(value) if ok else _CABLE_M.get(tier, 50.0)
+        out[i] = float(value) if ok and value is not None else _CABLE_M.get(tier, 50.0)
     return out
 
 

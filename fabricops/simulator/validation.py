@@ -40,7 +40,8 @@ class TrafficSpec(BaseModel):
     hosts: tuple[str, ...] = Field(default=(), description="Empty: every host of the fabric")
     bursts: int = Field(default=3, ge=1, le=100)
     burst_ticks: int = Field(default=3, ge=2, le=100)
-    qps_per_pair: int = Field(default=2, ge=1, le=64)
+    qps_per_pair: int = Field(default=8, ge=1, le=64)
+    seed: int = Field(default=0, ge=0, description="Seed of the flows' UDP source ports")
 
 
 def run_traffic(sim: Simulator, spec: TrafficSpec) -> dict[str, Any]:
@@ -60,7 +61,8 @@ def run_traffic(sim: Simulator, spec: TrafficSpec) -> dict[str, Any]:
     line = fab.port_speed_bps[fab.nic_ports]
     demand = line[src] * share
     flows = sim.workload.flows
-    sport = sim.rng.integers(0, 16384, len(src)).astype(np.uint64) + np.uint64(ROCE_SPORT_BASE)
+    rng = np.random.default_rng(spec.seed)
+    sport = rng.integers(0, 16384, len(src)).astype(np.uint64) + np.uint64(ROCE_SPORT_BASE)
     idx = flows.append(src, dst, -1, sport)
     sim.route_flows(idx)
     tel = sim.telemetry
@@ -91,7 +93,7 @@ def run_traffic(sim: Simulator, spec: TrafficSpec) -> dict[str, Any]:
     drops = sum(int((after[n] - before[n]).sum()) for n in _DROPS)
     w = int(np.argmin(nic_share))
     return {
-        "pattern": spec.pattern, "hosts": hosts, "nics": int(len(nics)),
+        "pattern": spec.pattern, "hosts": hosts, "nics": len(nics),
         "seconds": on_ticks * sim.config.tick_s,
         "busbw_share": float(nic_share.mean()), "worst_nic_share": float(nic_share[w]),
         "worst_nic": fab.port_ids[fab.nic_ports[nics[w]]],

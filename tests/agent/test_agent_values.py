@@ -80,19 +80,19 @@ def test_mlx5_extras_and_names_are_on_the_agents_metrics() -> None:
     s = ethtool(MLX5, "ens1f0np0")
     dur = registry.get_sample_value(
         "fabricops_agent_nic_counter",
-        {"nic": "gpu-7:nic0", "counter": "rx_pause_duration_us{prio=3}"})
+        {"port": "gpu-7:nic0", "counter": "rx_pause_duration_us{prio=3}"})
     assert dur == s["rx_prio3_pause_duration"]
     ecn = registry.get_sample_value(
         "fabricops_agent_nic_counter",
-        {"nic": "gpu-7:nic0", "counter": "ecn_marked_roce_packets_received"})
+        {"port": "gpu-7:nic0", "counter": "ecn_marked_roce_packets_received"})
     assert ecn == number(MLX5, "sys/class/infiniband/mlx5_0/ports/1/hw_counters/"
                                "np_ecn_marked_roce_packets")
     info = registry.get_sample_value("fabricops_agent_nic_info", {
-        "nic": "gpu-7:nic0", "rdma_device": "mlx5_0/1", "netdev": "ens1f0np0",
+        "port": "gpu-7:nic0", "rdma_device": "mlx5_0/1", "netdev": "ens1f0np0",
         "switch_port": "leaf-0-1:Ethernet12", "named_by": "order"})
     assert info == 1.0
     assert registry.get_sample_value("fabricops_agent_read_problems_total",
-                                     {"reason": "garbage"}) is None
+                                     {"reason": "garbage"}) == 0
 
 
 def test_bnxt_re_frame_equals_the_files() -> None:

@@ -177,7 +177,7 @@ def test_a_counter_that_goes_back_is_a_reset(tree: Path) -> None:
     a.collect(ts_ns=1_000_000_000)
     (tree / HW0 / "np_cnp_sent").write_text("3\n")
     a.collect(ts_ns=2_000_000_000)
-    assert registry.get_sample_value("fabricops_agent_counter_resets_total") == 1
+    assert registry.get_sample_value("fabricops_agent_device_resets_total") == 1
     last = {(s["entity"], s["metric"]): s["value"]
             for s in sink.frames[-1].to_json_dict()["samples"]}
     assert last[("gpu-7:nic0", "cnp_sent")] == 3

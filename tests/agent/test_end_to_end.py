@@ -21,9 +21,9 @@ from fabricops.core.frame import Source
 from fabricops.core.intreport import IntBatch
 from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Diagnosis
+from fabricops.evaluation.scenarios import TOPOLOGIES, topology_of
 from fabricops.rca.engine import RcaEngine
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
-from fabricops.evaluation.scenarios import TOPOLOGIES, topology_of
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
 from fabricops.simulator.host_trees import HostTreeWriter
 from fabricops.simulator.scenario import build_simulator, scenario_from_dict

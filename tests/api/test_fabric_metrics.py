@@ -105,27 +105,40 @@ def spine(t_s: float, k: int) -> Frame:
                          "rx_power_dbm": -4.0, "oper_status": 1}})
 
 
-def test_two_frames_one_second_apart_give_known_link_and_switch_figures() -> None:
+def test_every_link_and_switch_has_its_series_before_the_first_frame() -> None:
+    _, reg = metrics(small_fabric())
+    for link in (UPLINK, HOSTLINK):
+        assert value(reg, "fabricops_link_errors_total", link=link) == 0.0
+        assert value(reg, "fabricops_link_utilization_ratio", link=link) == 0.0
+    for device in ("leaf-0", "spine-0"):
+        for direction in ("rx", "tx"):
+            assert value(reg, "fabricops_switch_pfc_pauses_total", device=device,
+                         direction=direction) == 0.0
+        assert value(reg, "fabricops_switch_ecn_marked_packets_total", device=device) == 0.0
+        assert value(reg, "fabricops_switch_discards_total", device=device) == 0.0
+    assert value(reg, "fabricops_switch_discards_total", device="host-0") is None, "a host"
+    assert value(reg, "fabricops_fabric_links", state="unknown") == 2.0
+
+
+def test_two_frames_one_second_apart_give_link_and_switch_figures() -> None:
     fm, reg = metrics(small_fabric())
     fm.process(messages(leaf(0, 0), spine(0, 0), leaf(1, 1), spine(1, 1)))
     assert value(reg, "fabricops_link_utilization_ratio", link=UPLINK) == pytest.approx(0.4), \
         "spine->leaf carries 160 Gb/s of 400"
     assert value(reg, "fabricops_link_utilization_ratio", link=HOSTLINK) == pytest.approx(0.5), \
         "100 Gb/s to a 200G NIC that reports nothing itself"
-    assert value(reg, "fabricops_link_errors_per_second", link=UPLINK) == pytest.approx(6.0)
+    assert value(reg, "fabricops_link_errors_total", link=UPLINK) == 6.0, "both ends' counters"
     assert value(reg, "fabricops_link_rx_power_dbm", link=UPLINK) == pytest.approx(-4.0)
     assert value(reg, "fabricops_link_rx_power_dbm", link=HOSTLINK) is None, "no optics reported"
-    assert value(reg, "fabricops_switch_pfc_pauses_per_second", switch="leaf-0",
-                 direction="rx") == pytest.approx(100.0)
-    assert value(reg, "fabricops_switch_pfc_pauses_per_second", switch="leaf-0",
-                 direction="tx") == pytest.approx(50.0), "priorities are summed"
-    assert value(reg, "fabricops_switch_pfc_pauses_per_second", switch="spine-0",
-                 direction="rx") == pytest.approx(20.0)
-    assert value(reg, "fabricops_switch_ecn_marked_packets_per_second",
-                 switch="leaf-0") == pytest.approx(550.0), "summed over the switch's ports"
-    assert value(reg, "fabricops_switch_discards_per_second", switch="leaf-0") == \
-        pytest.approx(8.0)
-    assert value(reg, "fabricops_switch_ecn_marked_packets_per_second", switch="host-0") is None
+    assert value(reg, "fabricops_switch_pfc_pauses_total", device="leaf-0",
+                 direction="rx") == 100.0
+    assert value(reg, "fabricops_switch_pfc_pauses_total", device="leaf-0",
+                 direction="tx") == 50.0, "priorities are summed"
+    assert value(reg, "fabricops_switch_pfc_pauses_total", device="spine-0",
+                 direction="rx") == 20.0
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total",
+                 device="leaf-0") == 550.0, "summed over the switch's ports"
+    assert value(reg, "fabricops_switch_discards_total", device="leaf-0") == 8.0
     assert value(reg, "fabricops_fabric_links", state="up") == 2.0
     assert value(reg, "fabricops_fabric_links", state="down") == 0.0
     assert value(reg, "fabricops_fabric_series_dropped") == 0.0
@@ -138,64 +151,83 @@ def test_a_link_with_an_end_down_counts_as_down() -> None:
     assert value(reg, "fabricops_fabric_links", state="up") == 1.0
 
 
-def test_a_counter_reset_or_a_silent_port_gives_no_negative_or_huge_rate() -> None:
+def test_a_device_counter_reset_never_makes_an_exported_counter_go_back() -> None:
     fm, reg = metrics(small_fabric())
     fm.process(messages(leaf(0, 1000), leaf(1, 1001)))
-    assert value(reg, "fabricops_switch_ecn_marked_packets_per_second", switch="leaf-0") == \
-        pytest.approx(550.0)
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total", device="leaf-0") == 550_550.0
     fm.process(messages(leaf(2, 0)))
-    assert value(reg, "fabricops_link_utilization_ratio", link=UPLINK) is None, \
-        "a reset leaves the rate unknown"
-    assert value(reg, "fabricops_switch_pfc_pauses_per_second", switch="leaf-0",
-                 direction="rx") is None
-    assert value(reg, "fabricops_link_rx_power_dbm", link=UPLINK) == -2.5, "levels still known"
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total", device="leaf-0") == \
+        550_550.0, "the value reached before the reset is carried"
+    assert value(reg, "fabricops_link_errors_total", link=UPLINK) == 5.0 * 1001
     fm.process(messages(leaf(3, 1)))
-    assert value(reg, "fabricops_link_utilization_ratio", link=UPLINK) == pytest.approx(0.4)
-    only_uplink = frame("leaf-0", 4, {"leaf-0:eth1": {"out_octets": 20 * G,
-                                                      "in_octets": 40 * G}})
-    fm.process(messages(only_uplink, leaf(5, 3)))
-    assert value(reg, "fabricops_link_utilization_ratio", link=HOSTLINK) == pytest.approx(0.5), \
-        "a port missing from one frame is rated over its own interval"
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total", device="leaf-0") == \
+        550_550.0 + 550.0
+    assert fm.totals.resets > 0
     wrapped = frame("spine-0", 6, {"spine-0:eth1": {"out_octets": 2**64 - 1}})
     fm.process(messages(wrapped, frame("spine-0", 7, {"spine-0:eth1": {"out_octets": 5}})))
     text = generate_latest(reg).decode()
-    rates = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-             if line.startswith(("fabricops_link_util", "fabricops_switch_"))]
-    assert rates, text
-    assert all(0.0 <= r <= 1e9 for r in rates), text
+    utils = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+             if line.startswith("fabricops_link_util")]
+    assert utils and all(0.0 <= r <= 1.0 for r in utils), text
 
 
-def test_beyond_the_bound_the_busiest_links_and_switches_are_kept_and_the_rest_counted() -> None:
+def test_an_older_or_replayed_sample_and_unknown_ports_change_no_counter() -> None:
+    fm, reg = metrics(small_fabric())
+    fm.process(messages(leaf(0, 0), leaf(2, 2), leaf(1, 1)))
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total", device="leaf-0") == 1100.0
+    ghost = frame("ghost-9", 3, {"ghost-9:eth1": {"in_errors": 7}})
+    stray = frame("leaf-0", 3, {"leaf-0:eth99": {"in_errors": 7}})
+    fm.process(messages(ghost, stray))
+    assert fm.totals.samples_unknown == 2, "counted, not dropped silently"
+    assert value(reg, "fabricops_link_errors_total", link=UPLINK) == 10.0
+
+
+def test_a_second_protocol_for_the_same_device_is_ignored_then_continues_on_failover() -> None:
+    fm, reg = metrics(small_fabric(), stale_s=5)
+    fm.process(messages(leaf(0, 0), leaf(1, 1)))
+    snmp = Frame.build("leaf-0", T0 + 2 * G, Source.SNMP, 2, ["leaf-0:eth1"],
+                       ["ecn_marked_pkts"], [9_000_000])
+    fm.process(messages(snmp))
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total", device="leaf-0") == 550.0
+    later = [Frame.build("leaf-0", T0 + t * G, Source.SNMP, t, ["leaf-0:eth1"],
+                         ["ecn_marked_pkts"], [9_000_000 + 10 * t]) for t in (20, 21)]
+    fm.process(messages(*later))
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total", device="leaf-0") == \
+        550.0 + 10.0, "the new source's first sample is a baseline, not an increase"
+
+
+def test_the_bound_keeps_a_fixed_set_of_links_and_switches_and_counts_the_rest() -> None:
     fm, reg = metrics(star(4, 3), max_links=5, max_switches=2)
-    before, after = [], []
+
+    def series() -> tuple[set[str], set[str]]:
+        text = generate_latest(reg).decode()
+        links = set(re.findall(r'^fabricops_link_\w+\{link="([^"]+)"', text, re.M))
+        devices = set(re.findall(r'^fabricops_switch_\w+\{device="([^"]+)"', text, re.M))
+        return links, devices
+
+    first = series()
+    assert first == ({f"host-0-{p}:nic0~sw-0:eth{p}" for p in range(3)}
+                     | {f"host-1-{p}:nic0~sw-1:eth{p}" for p in range(2)}, {"sw-0", "sw-1"})
     for s in range(4):
-        ports_0 = {f"sw-{s}:eth{p}": {"out_octets": 0, "pfc_rx_pause{prio=3}": 0}
-                   for p in range(3)}
-        ports_1 = {f"sw-{s}:eth{p}": {"out_octets": (s * 3 + p + 1) * G,
-                                      "pfc_rx_pause{prio=3}": 10 * (4 - s)} for p in range(3)}
-        before.append(frame(f"sw-{s}", 0, ports_0))
-        after.append(frame(f"sw-{s}", 1, ports_1))
-    fm.process(messages(*before, *after))
-    text = generate_latest(reg).decode()
-    links = {line.split('"')[1] for line in text.splitlines()
-             if line.startswith("fabricops_link_utilization_ratio{")}
-    assert links == {f"host-{s}-{p}:nic0~sw-{s}:eth{p}"
-                     for s, p in ((3, 2), (3, 1), (3, 0), (2, 2), (2, 1))}, "the five busiest"
-    switches = set(re.findall(r'^fabricops_switch_\w+\{.*switch="([^"]+)"', text, re.M))
-    assert switches == {"sw-0", "sw-1"}, "the two switches pausing most"
+        fm.process(messages(*(frame(f"sw-{s}", t, {
+            f"sw-{s}:eth{p}": {"out_octets": t * (s + 1) * G, "pfc_rx_pause{prio=3}": 10 * t}
+            for p in range(3)}) for t in (0, 1))))
+    assert series() == first, "traffic does not change which series exist"
     assert value(reg, "fabricops_fabric_series_dropped") == 7 + 2
-    assert value(reg, "fabricops_fabric_links", state="up") == 0.0, "no states reported"
 
 
-def test_series_are_withdrawn_when_telemetry_stops() -> None:
+def test_switch_to_switch_links_come_before_host_links_in_the_bound() -> None:
+    fm, _ = metrics(small_fabric(), max_links=1)
+    assert [fm.index.link_ids[i] for i in fm.links] == [UPLINK]
+
+
+def test_series_stay_with_their_last_values_when_telemetry_stops() -> None:
     clock = FakeClock()
     fm, reg = metrics(small_fabric(), clock, stale_s=10)
     fm.process(messages(leaf(0, 0), leaf(1, 1)))
-    clock.now += 9
-    assert value(reg, "fabricops_link_utilization_ratio", link=UPLINK) is not None
-    clock.now += 2
-    assert value(reg, "fabricops_link_utilization_ratio", link=UPLINK) is None
-    assert value(reg, "fabricops_fabric_links", state="up") == 0.0
+    clock.now += 60
+    assert value(reg, "fabricops_link_utilization_ratio", link=UPLINK) == pytest.approx(0.4)
+    assert value(reg, "fabricops_switch_ecn_marked_packets_total", device="leaf-0") == 550.0
 
 
 def test_frames_on_the_bus_reach_the_gauges_and_bad_records_are_set_aside() -> None:

@@ -291,7 +291,7 @@ def test_frames_carry_the_boards_values_of_the_same_tick(fabric: Fabric) -> None
     assert registry.get_sample_value("fabricops_gnmi_samples_total", {"device": "leaf-0"}) == \
         sum(f.n_samples for f in frames)
     assert registry.get_sample_value("fabricops_gnmi_errors_total",
-                                     {"device": "leaf-0", "kind": "unmapped_path"}) is None
+                                     {"device": "leaf-0", "reason": "unmapped_path"}) is None
 
 
 def test_a_dropped_stream_is_resubscribed_after_the_target_returns(fabric: Fabric) -> None:
@@ -347,7 +347,7 @@ def test_a_failing_sink_is_counted_logged_once_and_collection_goes_on(
         finally:
             collector.stop()
     refused = collector.registry.get_sample_value("fabricops_gnmi_errors_total",
-                                                  {"device": "leaf-0", "kind": "sink"})
+                                                  {"device": "leaf-0", "reason": "sink"})
     assert refused is not None
     assert refused >= 3
     lines = [r.getMessage() for r in caplog.records if r.name == "fabricops.collectors.gnmi"]
@@ -372,7 +372,7 @@ def test_an_unreachable_target_is_down_with_the_cause() -> None:
         _wait(lambda: collector.status()["leaf-9"].reconnects >= 2)
         status = collector.status()["leaf-9"]
         errors = collector.registry.get_sample_value(
-            "fabricops_gnmi_errors_total", {"device": "leaf-9", "kind": "unreachable"})
+            "fabricops_gnmi_errors_total", {"device": "leaf-9", "reason": "unreachable"})
         up = collector.registry.get_sample_value("fabricops_gnmi_target_up", {"device": "leaf-9"})
     finally:
         collector.stop()
@@ -490,4 +490,4 @@ def test_tls_with_credentials(tmp_path: Path) -> None:
     assert not _frames_of(sink, "leaf-1")
     assert not _frames_of(sink, "spine-0")
     assert collector.registry.get_sample_value(
-        "fabricops_gnmi_errors_total", {"device": "leaf-1", "kind": "auth"})
+        "fabricops_gnmi_errors_total", {"device": "leaf-1", "reason": "auth"})

@@ -123,8 +123,8 @@ def test_a_dialects_stream_maps_or_names_every_leaf(dialect: str) -> None:
     mapped = counter(collector, "fabricops_gnmi_leaves_mapped_total")
     unsupported = family_total(collector, "fabricops_gnmi_leaves_unsupported_total")
     unmapped = family_total(collector, "fabricops_gnmi_leaves_unmapped_total")
-    bad = counter(collector, "fabricops_gnmi_errors_total", kind="bad_value") + \
-        counter(collector, "fabricops_gnmi_errors_total", kind="bad_encoding")
+    bad = counter(collector, "fabricops_gnmi_errors_total", reason="bad_value") + \
+        counter(collector, "fabricops_gnmi_errors_total", reason="bad_encoding")
     assert leaves >= 30
     assert (mapped + unsupported) / leaves >= 0.95
     assert leaves == mapped + unsupported + unmapped + bad  # none vanish
@@ -174,7 +174,7 @@ def test_a_target_whose_leaves_all_fail_to_map_is_down_with_the_reason() -> None
     assert status.last_error is not None
     assert "none of the last 62 leaf updates mapped to a metric (profile srlinux)" in \
         status.last_error
-    assert counter(collector, "fabricops_gnmi_errors_total", kind="unmapped_only") == 1
+    assert counter(collector, "fabricops_gnmi_errors_total", reason="unmapped_only") == 1
     paths = {s.labels["path"] for m in collector.registry.collect() for s in m.samples
              if s.name == "fabricops_gnmi_leaves_unmapped_total"}
     assert "/interfaces/interface/state/counters/in-octets" in paths

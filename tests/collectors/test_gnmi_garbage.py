@@ -88,9 +88,9 @@ def test_garbage_is_counted_and_the_stream_goes_on() -> None:
         {("Ethernet1", "in_octets"): 1}, {("Ethernet1", "in_octets"): 2}]
     for kind in ("bad_value", "bad_encoding"):
         expected = sum(g[3] for g in GARBAGE if g[2] == kind)
-        assert counter(collector, "fabricops_gnmi_errors_total", kind=kind) >= expected
-    assert counter(collector, "fabricops_gnmi_errors_total", kind="bad_message") >= 1
-    assert counter(collector, "fabricops_gnmi_errors_total", kind="bad_timestamp") >= 1
+        assert counter(collector, "fabricops_gnmi_errors_total", reason=kind) >= expected
+    assert counter(collector, "fabricops_gnmi_errors_total", reason="bad_message") >= 1
+    assert counter(collector, "fabricops_gnmi_errors_total", reason="bad_timestamp") >= 1
     assert collector.status()[DEV].reconnects >= 1
 
 

@@ -113,7 +113,7 @@ def test_an_answer_from_another_address_is_ignored_counted_and_logged_once(
     assert [s.up for s in spoofed] == [False] * 3, "the right request-id from the wrong port"
     assert real.up is True
     assert registry.get_sample_value("fabricops_snmp_errors_total",
-                                     {"cause": "foreign_datagram"}) == 3
+                                     {"reason": "foreign_datagram"}) == 3
     lines = [r.getMessage() for r in caplog.records if r.name == "fabricops.collectors.snmp"]
     ignored = [line for line in lines if "ignored" in line]
     assert len(ignored) == 1, lines

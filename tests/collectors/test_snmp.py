@@ -226,7 +226,8 @@ def test_frames_equal_the_board_over_v2c_and_v3(
     assert np.array_equal(v3_frame.raw, last["spine-1"].raw)
     assert [f.seq for f in sink.frames if f.device == "leaf-0"] == [1, 2]
     value = registry.get_sample_value
-    assert value("fabricops_snmp_targets_up") == len(targets)
+    assert sum(value("fabricops_snmp_target_up", {"device": t.device}) or 0
+               for t in targets) == len(targets)
     assert value("fabricops_snmp_polls_total", {"result": "ok"}) == 2 * len(targets)
     assert value("fabricops_snmp_samples_total") == sum(f.n_samples for f in sink.frames)
 
@@ -259,7 +260,7 @@ def test_short_bulk_answers_and_a_failing_sink(
     assert_frame_matches_board(frame, board, "leaf-2")  # rows cut short mid-row still add up
     assert status["spine-0"].up is True
     assert "sink refused the frame: bus is away" in status["spine-0"].last_error
-    assert registry.get_sample_value("fabricops_snmp_errors_total", {"cause": "publish"}) == 1
+    assert registry.get_sample_value("fabricops_snmp_errors_total", {"reason": "publish"}) == 1
 
 
 def dead_port() -> int:
@@ -298,7 +299,7 @@ def test_a_target_that_never_answers_is_down_quickly_and_slows_no_one(
     assert second_s < 0.5 + 3.0
     assert sink.devices() == {t.device for t in live}
     assert registry.get_sample_value("fabricops_snmp_timeouts_total") == 2
-    assert registry.get_sample_value("fabricops_snmp_target_up", {"target": "ghost"}) == 0
+    assert registry.get_sample_value("fabricops_snmp_target_up", {"device": "ghost"}) == 0
 
 
 def test_a_switch_that_goes_down_is_marked_down_while_the_others_keep_their_pace(

@@ -253,7 +253,7 @@ def test_garbage_sensor_rows_over_udp_are_counted_and_the_poll_goes_on(tmp_path:
     rx = CATALOGUE.id_of("rx_power_dbm")
     assert ("sw:Ethernet1/1", rx) in names  # lanes 3 and 4 of Ethernet1/1 still count
     value = registry.get_sample_value
-    assert value("fabricops_snmp_errors_total", {"cause": "malformed_row"}) == 2 * 2
+    assert value("fabricops_snmp_errors_total", {"reason": "malformed_row"}) == 2 * 2
     assert value("fabricops_snmp_rows_skipped_total", {"reason": "sensor_not_described"}
                  ) == 2  # the value row of no sensor, each poll
     assert value("fabricops_snmp_rows_skipped_total", {"reason": "sensor_malformed_sensor_row"}

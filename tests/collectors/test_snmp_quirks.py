@@ -259,7 +259,7 @@ def test_an_undecodable_answer_is_one_counted_error_and_the_poller_goes_on(
     assert len(sink.frames) == 3
     assert seen[0] >= 4
     value = registry.get_sample_value
-    assert value("fabricops_snmp_errors_total", {"cause": "malformed_datagram"}) == 2
+    assert value("fabricops_snmp_errors_total", {"reason": "malformed_datagram"}) == 2
     assert total(registry, "fabricops_snmp_errors_total") == 2
 
 

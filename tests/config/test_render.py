@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -246,3 +249,22 @@ def test_nvue_port_lists_are_ranges() -> None:
     assert port_ranges(["eth1", "eth2", "eth3", "eth7"]) == "eth1-3,eth7"
     assert port_ranges(["swp1s0", "swp1s1", "lo", "swp9", "swp10"]) == "swp1s0-1,lo,swp9-10"
     assert port_ranges(["eth5"]) == "eth5"
+
+
+@pytest.mark.parametrize("overrides", [{}, {"pfc": False}, {"mtu": 4200}])
+@pytest.mark.parametrize(("platform", "shell"), [("nvue", "bash"), ("host", "sh")])
+def test_shell_renders_parse_as_the_shell_that_runs_them(
+        gpu64: Topology, tmp_path: Path, platform: str, shell: str,
+        overrides: dict[str, object]) -> None:
+    """NVUE commands run in bash, the host script in POSIX sh: ``-n`` parses without
+    running, so a quoting or line-continuation slip in a template fails here."""
+    program = shutil.which(shell)
+    if program is None:
+        if os.environ.get("FABRICOPS_REQUIRE_PEERS") == "1":
+            pytest.fail(f"{shell} is required to parse {platform} renders")
+        pytest.skip(f"{shell} is not installed")
+    result = render_plan(plan_fabric(gpu64, overrides), platform, tmp_path)
+    for path in result.files[:4]:
+        done = subprocess.run([program, "-n", str(path)], capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 0, f"{path.name}: {done.stderr}"

@@ -13,9 +13,9 @@ import pytest
 
 from fabricops.core.frame import Frame
 from fabricops.core.records import Diagnosis
-from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.evaluation.replay import ReplayResult, replay
 from fabricops.evaluation.scenarios import TOPOLOGIES, LabelledScenario, topology_of
+from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 
 LEAF_SPINE = 0  # leaf-spine, 128 GPUs, 16 hosts of 8 NICs
 ONSET = 22.0
@@ -147,15 +147,69 @@ def test_loss_on_a_direction_no_packet_crosses_is_scored_as_untouched() -> None:
     """Evaluation tells faults no telemetry can show (loss where nothing flows) apart."""
     import dataclasses
 
-    from fabricops.evaluation.scenarios import EVAL_SEED, make
-
-    idle = make(8, EVAL_SEED)  # gray loss leaf -> spine on a link that carries spine -> leaf
-    assert [f["params"]["direction"] for f in idle.faults] == ["a_to_b"]
-    assert replay(idle, None).touched is False
-    busy_fault = {**idle.faults[0], "params": {**idle.faults[0]["params"], "direction": "b_to_a"}}
+    link = "leaf-1:eth22~spine-1:eth6"  # this job sends nothing leaf -> spine on it
+    fault = {"type": "gray_loss", "entity": link, "start_s": 22.321,
+             "params": {"loss_rate": 0.0038, "direction": "a_to_b"}}
+    job = {"name": "job-train-a", "hosts": 16, "placement": "random",
+           "compute_s": 1.1845204871419928, "comm_bytes_per_nic": 43105214628.7239}
+    idle = scenario([fault], seed=2000014, duration=34.0, job=job)
+    r = replay(idle, None)
+    assert r.touched is False
+    assert r.seen_s == [None]
+    busy_fault = {**fault, "params": {**fault["params"], "direction": "b_to_a"}}
     busy = dataclasses.replace(idle, doc={**idle.doc, "faults": [busy_fault]},
                                faults=(busy_fault,))
-    assert replay(busy, None).touched is True
+    r = replay(busy, None)
+    assert r.touched is True
+    assert r.seen_s[0] is not None
+    assert r.seen_s[0] > 22.321
+
+
+def _switch_link(leaf: str) -> str:
+    topo = topology_of(LEAF_SPINE)
+    return next(lk.id for lk in topo.links if lk.id.startswith(f"{leaf}:")
+                and "spine" in lk.id)
+
+
+def named_at_end(r: ReplayResult) -> set[tuple[str, str]]:
+    """(root, type) of every incident open when the scenario ends."""
+    from fabricops.evaluation.scoring import answers, final_answers
+
+    return {(a.ranked[0], a.fault_type)
+            for a in final_answers(answers(r, "model"), r.ticks[-1].t_s)}
+
+
+def test_two_faults_at_once_are_each_named_in_their_own_incident(model: RcaModel) -> None:
+    link, down = _switch_link("leaf-1"), _switch_link("leaf-6")
+    r = replay(scenario([
+        {"type": "gray_loss", "entity": link, "start_s": ONSET, "params": {"loss_rate": 1e-3}},
+        {"type": "link_down", "entity": down, "start_s": ONSET + 3.0}],
+        duration=40.0), model)
+    no_diagnosis_before_onset(r)
+    assert {(link, "gray_loss"), (down, "link_down")} <= named_at_end(r)
+    both = next(t.diagnoses for t in r.ticks if len(t.diagnoses) >= 2)
+    assert len({d.id for d in both}) == len(both)
+
+
+def test_a_fault_during_a_flap_is_named_beside_the_flap(model: RcaModel) -> None:
+    flap = _switch_link("leaf-2")  # ECMP routes around it: the job keeps running
+    lossy = _switch_link("leaf-5")
+    r = replay(scenario([
+        {"type": "link_flap", "entity": flap, "start_s": ONSET,
+         "params": {"down_s": 1.5, "period_s": 4.0}},
+        {"type": "gray_loss", "entity": lossy, "start_s": ONSET + 3.0,
+         "params": {"loss_rate": 1e-3}}], duration=40.0), model)
+    assert {(flap, "link_flap"), (lossy, "gray_loss")} <= named_at_end(r)
+
+
+def test_polarization_is_found_while_another_link_flaps(model: RcaModel) -> None:
+    flap = _switch_link("leaf-2")
+    r = replay(scenario([
+        {"type": "link_flap", "entity": flap, "start_s": ONSET,
+         "params": {"down_s": 1.5, "period_s": 4.0}},
+        {"type": "hash_polarization", "entity": "leaf-6", "start_s": ONSET + 3.0}],
+        duration=40.0), model)
+    assert {(flap, "link_flap"), ("leaf-6", "hash_polarization")} <= named_at_end(r)
 
 
 def test_a_slow_host_keeps_one_named_nic_while_its_incident_lasts(model: RcaModel) -> None:

@@ -13,8 +13,8 @@ import pytest
 from fabricops.core.actions import ActionKind, ActionMode, ActionState, Step, StepOp
 from fabricops.core.faults import FaultType
 from fabricops.core.records import Diagnosis
-from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.evaluation.closedloop import fault_for, run_loop
+from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.safety import SafetyConfig
 

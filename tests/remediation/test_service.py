@@ -12,12 +12,12 @@ from fabricops.core.actions import Action, ActionMode, ActionState
 from fabricops.core.bus import Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus
+from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.remediation.actuator import Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.service import RemediationService, RemediationServiceConfig
-from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.remediation.watch import FabricWatch
 from fabricops.remediation.webhook import WebhookClient, WebhookConfig, WebhookNotifier
 from fabricops.simulator.builders import fat_tree

@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 
 from fabricops.core.actions import Action, ActionKind, Step, StepOp
-from fabricops.remediation.actuator import ActuatorError, inverse
 from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
+from fabricops.remediation.actuator import ActuatorError, inverse
 from fabricops.simulator.builders import build
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultSpec

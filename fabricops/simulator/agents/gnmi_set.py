@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +40,7 @@ from fabricops.core.openconfig import (
     parse_path,
     schema_path,
 )
+from fabricops.core.roce_settings import SettingValue
 from fabricops.simulator.agents.driver import SimulationDriver
 from fabricops.simulator.agents.gnmi_encode import PROTO, gnmi_path
 from fabricops.simulator.agents.gnmi_stream import GnmiError, path_of
@@ -226,6 +228,15 @@ class DriverSetHandler:
 
     def ecmp_hash_l4(self, device: str) -> bool:
         return self.driver.call(lambda sim: sim.control.ecmp_hash_l4(device), self.timeout_s)
+
+    def running_settings(self, device: str) -> dict[str, SettingValue]:
+        """The running RoCE settings of ``device`` (see ``gnmi_running``)."""
+        return self.driver.call(lambda sim: sim.settings.device_settings(device),
+                                self.timeout_s)
+
+    def set_settings(self, device: str, values: Mapping[str, SettingValue]) -> None:
+        """Apply RoCE settings to ``device`` all or nothing (see ``gnmi_running``)."""
+        self.driver.call(lambda sim: sim.settings.set(device, values), self.timeout_s)
 
 
 class RecordingSetHandler:

@@ -6,7 +6,9 @@ that has no frame (down) is UNAVAILABLE, mid-stream too. Capabilities, Get,
 Subscribe (STREAM with SAMPLE / ON_CHANGE / TARGET_DEFINED, ONCE, POLL; see
 :mod:`~fabricops.simulator.agents.gnmi_stream` for the schedule, in device
 time), Set of a port's ``config/enabled`` and of the switch's ECMP hash fields, and
-Get of those hash fields (see :mod:`~fabricops.simulator.agents.gnmi_set`).
+Get of those hash fields (see :mod:`~fabricops.simulator.agents.gnmi_set`), and Get and
+Set of the running RoCE settings when the Set handler carries them
+(:mod:`~fabricops.simulator.agents.gnmi_running`).
 Leaves and values are those of :mod:`fabricops.core.openconfig` and
 :mod:`~fabricops.simulator.agents.gnmi_encode`; timestamps are the frames'
 (ns since the epoch). Optional TLS and a username/password checked on every RPC
@@ -35,6 +37,13 @@ from fabricops.simulator.agents.gnmi_encode import (
     encode_notification,
     get_response,
     subscribe_response,
+)
+from fabricops.simulator.agents.gnmi_running import (
+    apply_settings,
+    asks_for_settings,
+    serves_settings,
+    settings_changes,
+    settings_notification,
 )
 from fabricops.simulator.agents.gnmi_set import (
     SetHandler,
@@ -235,6 +244,11 @@ class GnmiTarget:
         notifications = []
         for path in request.path or [gnmi_pb2.Path()]:
             pattern = path_of(request.prefix, path)
+            if serves_settings(self.set_handler) and asks_for_settings(request.type, pattern):
+                notifications.append(settings_notification(
+                    pattern, device, frame.ts_ns, encoding, self.set_handler,  # type: ignore[arg-type]
+                    self.config.queue_name))
+                continue
             if asks_for_hash(pattern):
                 notifications.append(hash_notification(pattern, device, frame.ts_ns, encoding,
                                                        self.set_handler))
@@ -256,7 +270,12 @@ class GnmiTarget:
     def _set(self, request: Any) -> Any:
         paths = [u.path for u in (*request.replace, *request.update)] + list(request.delete)
         device = self._device(request.prefix, paths)
-        return apply_set(request, device, self._frame(device), self.set_handler)
+        frame = self._frame(device)
+        values = settings_changes(request) if serves_settings(self.set_handler) else None
+        if values is not None:
+            return apply_settings(request, values, device, frame.ts_ns,
+                                  self.set_handler)  # type: ignore[arg-type]
+        return apply_set(request, device, frame, self.set_handler)
 
     def _subscribe(self, requests: Iterator[Any], context: Any) -> Iterator[bytes]:
         try:

@@ -232,7 +232,7 @@ def test_set_enabled_false_takes_the_port_down(running: Running) -> None:
         running.board.wait_tick(running.board.tick + 1, timeout_s=5)
         after = _updates(client.get(path=[path], target="leaf-1", encoding="proto"))
         with pytest.raises(gNMIException, match="not settable"):
-            client.set(update=[("/interfaces/interface[name=eth40]/config/mtu", 9000)],
+            client.set(update=[("/interfaces/interface[name=eth40]/config/description", "x")],
                        target="leaf-1")
     assert list(before.values()) == ["UP"]
     assert list(after.values()) == ["DOWN"]
