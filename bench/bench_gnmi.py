@@ -140,7 +140,7 @@ def report(args: argparse.Namespace, switches: int, wall: float, samples: int, f
     for metric in registry.collect():
         for s in metric.samples:
             if s.name == "fabricops_gnmi_errors_total":
-                errors[s.labels["kind"]] = errors.get(s.labels["kind"], 0) + s.value
+                errors[s.labels["reason"]] = errors.get(s.labels["reason"], 0) + s.value
     print(f"gNMI: 1 target, {switches} switches x {PORTS} ports, {args.streams} streams, "
           f"sample every {args.tick_s:g} s simulated at {args.speed:g}x "
           f"({args.tick_s / args.speed:g} s wall)")

@@ -18,7 +18,7 @@ Per link (ends ``a`` and ``b``, sorted as in the link id):
 
 Per switch, summed over its ports: PFC pause frames received and sent, ECN
 marks, ``in_discards + out_discards``. A figure is NaN when none of its
-inputs is known, so a silent link or switch is absent, never zero.
+inputs is known, so a silent link or switch is unknown, never zero.
 """
 
 from __future__ import annotations
@@ -130,40 +130,4 @@ def per_node(index: PortIndex, port_values: F64) -> F64:
                         minlength=n)
     count = np.bincount(index.port_node, weights=known.astype(np.float64), minlength=n)
     out: F64 = np.where(count > 0, total, np.nan)
-    return out
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What is exported under the cardinality bound: link and switch positions (in
-    the aggregates' order), and how many reported links and switches were left out."""
-
-    links: I64
-    switches: I64
-    dropped_links: int
-    dropped_switches: int
-
-
-def select_bounded(agg: FabricAggregates, *, max_links: int, max_switches: int) -> Selection:
-    """The reported links and switches to export, at most ``max_links`` and
-    ``max_switches``. Beyond the bound the links of highest utilization are kept
-    (unknown utilization ranks last), and the switches with the most PFC pauses,
-    ECN marks and discards per second; ties keep topology order."""
-    links = np.flatnonzero(agg.link_reported())
-    util = np.nan_to_num(agg.link_utilization[links], nan=-1.0)
-    kept_links = _top(links, util, max_links)
-    switches = np.flatnonzero(agg.switch_reported())
-    activity = nan_sum(agg.switch_pfc_rx_per_s, agg.switch_pfc_tx_per_s, agg.switch_ecn_per_s,
-                       agg.switch_discards_per_s)[switches]
-    kept_switches = _top(switches, np.nan_to_num(activity, nan=-1.0), max_switches)
-    return Selection(kept_links, kept_switches, len(links) - len(kept_links),
-                     len(switches) - len(kept_switches))
-
-
-def _top(positions: I64, score: F64, limit: int) -> I64:
-    """The ``limit`` positions of highest ``score``, back in ascending position order."""
-    if len(positions) <= limit:
-        return positions
-    order = np.argsort(-score, kind="stable")[:limit]
-    out: I64 = np.sort(positions[order])
     return out

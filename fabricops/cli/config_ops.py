@@ -154,6 +154,10 @@ def apply_cmd(
     engine = _engine(topology, mode, reader.client.addresses)
     applier = ConfigApplier(engine, reader, plan.fabric.name, mode)  # type: ignore[arg-type]
     out = applier.apply(intended_settings(plan), time.time_ns())
+    switches_unread = [d for d in out.unread if d not in reader.hosts]
+    if len(switches_unread) == len(plan.switches):
+        raise fail("no switch could be read: " + compress(
+            [f"{d}: {out.unread[d]}" for d in switches_unread], 1))
     if as_json:
         typer.echo(json.dumps(out.as_dict(), indent=2))
     else:
@@ -162,6 +166,20 @@ def apply_cmd(
         mode is ActionMode.OBSERVE and out.action.state is ActionState.PROPOSED)
     if not done:
         raise typer.Exit(EXIT_FINDINGS)
+
+
+def _event_lines(result: DriftResult) -> list[str]:
+    """One line per device, event kind, setting and value: ports counted, not listed."""
+    groups: dict[tuple[str, str, str, str], list[str]] = defaultdict(list)
+    for e in result.events:
+        detail = e.detail.split(" ", 1)[-1]
+        groups[(e.kind.value, e.device, e.metric.removeprefix("config."), detail)].append(
+            e.entity)
+    lines = []
+    for (kind, device, leaf, detail), where in groups.items():
+        ports = f" on {len(where)} port(s)" if where[0] != device else ""
+        lines.append(f"{kind:12} {device}{ports}: {leaf} {detail}")
+    return lines
 
 
 @app.command("drift")
@@ -195,8 +213,8 @@ def drift_cmd(
                                                  for d in result.diagnoses],
                                    "unread": result.unread}))
             return
-        for e in result.events:
-            typer.echo(f"{e.kind.value:12} {e.entity:24} {e.detail}")
+        for line in _event_lines(result):
+            typer.echo(line)
         for d in result.diagnoses:
             typer.echo(f"diagnosis {d.id}: {d.root}: {d.action}")
         for device, why in sorted(result.unread.items()):

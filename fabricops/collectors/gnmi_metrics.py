@@ -16,16 +16,15 @@ under ``(other paths)`` (``--explain`` keeps more)."""
 class GnmiMetrics:
     """Everything that moves in the collector gets a series here.
 
-    Every per-device series but ``errors``, ``leaves_unsupported`` and
-    ``leaves_unmapped`` exists for each configured target from construction
-    (:meth:`prepare`); those three appear at their first occurrence. ``errors`` reasons: ``unreachable`` (no connection), ``timeout`` (no first answer
-    or a silent stream), ``stream`` (dropped), ``auth``, ``rejected`` (the target
-    refused the subscription), ``config`` (unreadable TLS file, certificate not
-    fetched), ``internal``, ``target_error``, ``unmapped_path``, ``bad_value``,
-    ``bad_encoding``, ``no_timestamp``, ``bad_timestamp``, ``bad_notification``
-    (per leaf or notification, skipped), ``bad_message`` (a message gRPC cannot parse:
-    the subscription is renewed), ``sink``, ``unmapped_only`` (the target
-    answers but none of its leaves maps: it is not up).
+    Every per-device series but ``errors``, ``leaves_unsupported`` and ``leaves_unmapped``
+    exists for each configured target from construction (:meth:`prepare`); those three appear at
+    their first occurrence. ``errors`` reasons: ``unreachable`` (no connection), ``timeout`` (no
+    first answer or a silent stream), ``stream`` (dropped), ``auth``, ``rejected`` (the target
+    refused the subscription), ``config`` (unreadable TLS file, certificate not fetched),
+    ``internal``, ``target_error``, ``unmapped_path``, ``bad_value``, ``bad_encoding``,
+    ``no_timestamp``, ``bad_timestamp``, ``bad_notification`` (per leaf or notification,
+    skipped), ``bad_message`` (a message gRPC cannot parse: the subscription is renewed),
+    ``sink``, ``unmapped_only`` (the target answers but none of its leaves maps: it is not up).
     """
 
     def __init__(self, registry: CollectorRegistry) -> None:

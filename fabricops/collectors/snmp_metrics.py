@@ -10,12 +10,11 @@ class SnmpMetrics:
 
     ``target_up{device}`` exists for every configured target from construction
     (:meth:`prepare`); how many answer is ``sum(fabricops_snmp_target_up)`` (and
-    ``fabricops_collector_targets_up{protocol="snmp"}``). ``errors`` reasons: ``poll`` (a poll failed other than by timeout),
-    ``malformed_row`` (a row skipped), ``publish`` (the sink refused a frame),
-    ``malformed_datagram`` (not an SNMPv2c response), ``foreign_datagram`` (a
-    request-id in flight answered from another address or port: ignored),
-    ``unmatched_datagram`` (no such request in flight: a late answer, or junk).
-    A healthy device adds to none of them.
+    ``fabricops_collector_targets_up{protocol="snmp"}``). ``errors`` reasons: ``poll`` (a poll
+    failed other than by timeout), ``malformed_row`` (a row skipped), ``publish`` (the sink
+    refused a frame), ``malformed_datagram`` (not an SNMPv2c response), ``foreign_datagram`` (a
+    request-id in flight answered from another address or port: ignored), ``unmatched_datagram``
+    (no such request in flight: a late answer, or junk). A healthy device adds to none of them.
 
     ``rows_skipped`` counts rows the decoder does not use, by ``reason`` (an index
     that is not a plain ifIndex, a priority outside 0..7, a port not described, a

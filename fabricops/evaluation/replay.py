@@ -151,9 +151,9 @@ def fault_touched(sim: Any, fault: Any, paths_before: npt.NDArray[np.int32]) -> 
 
     Loss shows only where it is expected to drop a packet (served packets x loss
     rate >= 1 in the tick); a slow receiver only when it pauses traffic it cannot
-    drain; an ECN profile only where traffic leaves; a hash change only where some flow's path changed. Other faults
-    always show (a port goes down, a device goes silent, a NIC pauses, receive
-    power falls).
+    drain; an ECN profile only where traffic leaves; a hash change only where
+    some flow's path changed. Other faults always show (a port goes down, a
+    device goes silent, a NIC pauses, receive power falls).
     """
     spec = fault.spec
     if sim.time_s <= spec.start_s:

@@ -188,7 +188,9 @@ class RcaEngine:
         used: set[str] = set()
         for g in groups:
             top = self._steady(g, root, best, taken)
-            taken.add(top)
+            if top != g.root:  # the incident keeps its root; the new one is an alternative
+                taken.discard(g.root)
+                taken.add(top)
             g = RootGroup(top, g.nodes, g.kind, g.fault)
             order = alternatives(root, g, taken - {top}, self._cand_nodes, cfg.top_k)
             d = self._one(ts, sig, symptoms, root, best, flows, order, missing, scale, used)

@@ -79,11 +79,11 @@ def test_mlx5_extras_and_names_are_on_the_agents_metrics() -> None:
     a.collect(ts_ns=1)
     s = ethtool(MLX5, "ens1f0np0")
     dur = registry.get_sample_value(
-        "fabricops_agent_nic_counter",
+        "fabricops_agent_nic_extra_total",
         {"port": "gpu-7:nic0", "counter": "rx_pause_duration_us{prio=3}"})
     assert dur == s["rx_prio3_pause_duration"]
     ecn = registry.get_sample_value(
-        "fabricops_agent_nic_counter",
+        "fabricops_agent_nic_extra_total",
         {"port": "gpu-7:nic0", "counter": "ecn_marked_roce_packets_received"})
     assert ecn == number(MLX5, "sys/class/infiniband/mlx5_0/ports/1/hw_counters/"
                                "np_ecn_marked_roce_packets")

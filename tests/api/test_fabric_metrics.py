@@ -168,7 +168,8 @@ def test_a_device_counter_reset_never_makes_an_exported_counter_go_back() -> Non
     text = generate_latest(reg).decode()
     utils = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
              if line.startswith("fabricops_link_util")]
-    assert utils and all(0.0 <= r <= 1.0 for r in utils), text
+    assert utils, text
+    assert all(0.0 <= r <= 1.0 for r in utils), text
 
 
 def test_an_older_or_replayed_sample_and_unknown_ports_change_no_counter() -> None:

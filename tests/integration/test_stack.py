@@ -46,9 +46,9 @@ CONTRACT = (
     "fabricops_compression_ratio", "fabricops_rca_diagnoses_total",
     "fabricops_diagnoses_active", "fabricops_actions", "fabricops_alerts_outbox_pending",
     "fabricops_alerts_delivered_total", "fabricops_link_utilization_ratio",
-    "fabricops_link_errors_per_second", "fabricops_link_rx_power_dbm",
-    "fabricops_switch_pfc_pauses_per_second", "fabricops_switch_ecn_marked_packets_per_second",
-    "fabricops_switch_discards_per_second", "fabricops_fabric_links",
+    "fabricops_link_errors_total", "fabricops_link_rx_power_dbm",
+    "fabricops_switch_pfc_pauses_total", "fabricops_switch_ecn_marked_packets_total",
+    "fabricops_switch_discards_total", "fabricops_fabric_links",
     "fabricops_fabric_series_dropped",
 )
 
@@ -105,7 +105,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         if proc.poll() is not None:
             raise AssertionError(f"fabricops up exited: {(cwd / 'up.log').read_text()[-3000:]}")
         return _get(f"{api}/ready")[0] == 200 and \
-            b"fabricops_link_utilization_ratio{" in _get(f"{api}/metrics")[1]
+            b"fabricops_link_rx_power_dbm{" in _get(f"{api}/metrics")[1]
     try:
         wait_for(ready, 90.0, "fabricops up was not ready with link rates")
         yield Stack(api, cwd, receiver)
@@ -220,7 +220,7 @@ def test_every_dashboard_query_returns_data(injected: Stack, prometheus: str) ->
              or _query(prometheus, 'fabricops_diagnoses_active{fault_type="link_flap"} > 0'),
              60.0, "prometheus never saw the open incident")
     wait_for(lambda: _query(prometheus, "count_over_time(fabricops_pipeline_frames_total[1m]) >= 5")
-             and _query(prometheus, "fabricops_link_errors_per_second > 0"),
+             and _query(prometheus, "rate(fabricops_link_errors_total[30s]) > 0"),
              60.0, "prometheus has not 5 scrapes with an erring link")
     queries = [q for q in dashboard_queries() if q.datasource == "prometheus"]
     assert len(queries) > 30

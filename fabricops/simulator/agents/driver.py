@@ -2,7 +2,8 @@
 
 The driver owns the simulator: every other thread reaches it only through
 ``call``, which runs a function between two ticks (as a device's control plane
-would apply a change between two samples).
+would apply a change between two samples), at once while the driver waits for
+the next tick.
 """
 
 from __future__ import annotations
@@ -91,14 +92,16 @@ class SimulationDriver:
             if self.config.max_ticks is not None and self.ticks >= self.config.max_ticks:
                 self._drain_calls()
                 continue
-            if self._stop.wait(max(0.0, next_at - time.monotonic())):
+            while (left := next_at - time.monotonic()) > 0 and not self._stop.is_set():
+                self._drain_calls(min(left, 0.05))  # calls run at once, between ticks
+            if self._stop.is_set():
                 break
             self._tick()
             next_at += period
 
-    def _drain_calls(self) -> None:
+    def _drain_calls(self, timeout_s: float = 0.05) -> None:
         try:
-            fn, fut = self._calls.get(timeout=0.05)
+            fn, fut = self._calls.get(timeout=timeout_s)
         except queue.Empty:
             return
         try:
