@@ -6,7 +6,7 @@ import json
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -19,6 +19,7 @@ from fabricops.config.check import CHECKS, CheckReport, check_fabric
 from fabricops.config.drift import DriftConfig, DriftResult, DriftWatch
 from fabricops.config.running import intended_settings
 from fabricops.core.actions import ActionMode, ActionState
+from fabricops.core.roce_settings import SettingValue
 from fabricops.core.topology import load_topology
 
 EXIT_FINDINGS = 1
@@ -99,7 +100,8 @@ def check_cmd(topology: TopologyOpt, gnmi: GnmiOpt = None, inventory: InventoryO
         raise typer.Exit(EXIT_FINDINGS)
 
 
-def _engine(topology: Path, mode: ActionMode, addresses: dict[str, str]) -> object:
+def _engine(topology: Path, mode: ActionMode, addresses: dict[str, str],
+            intent: dict[str, dict[str, SettingValue]] | None = None) -> Any:
     from fabricops.remediation.actuator import Actuators
     from fabricops.remediation.engine import RemediationConfig, RemediationEngine
     from fabricops.remediation.gnmi_actuator import GnmiSetActuator, GnmiSetConfig
@@ -109,7 +111,8 @@ def _engine(topology: Path, mode: ActionMode, addresses: dict[str, str]) -> obje
     topo = load_topology(topology)
     actuator = GnmiSetActuator(GnmiSetConfig(), addresses)
     config = RemediationConfig(safety=SafetyConfig(mode=mode))
-    return RemediationEngine(config, topo, Actuators.single(actuator), FabricWatch(topo))
+    return RemediationEngine(config, topo, Actuators.single(actuator), FabricWatch(topo),
+                             intent=intent)
 
 
 def print_outcome(out: ApplyOutcome) -> None:
@@ -152,7 +155,7 @@ def apply_cmd(
     plan = plan_of(topology, settings)
     reader = gnmi_reader(plan, gnmi, inventory)
     engine = _engine(topology, mode, reader.client.addresses)
-    applier = ConfigApplier(engine, reader, plan.fabric.name, mode)  # type: ignore[arg-type]
+    applier = ConfigApplier(engine, reader, plan.fabric.name, mode)
     out = applier.apply(intended_settings(plan), time.time_ns())
     switches_unread = [d for d in out.unread if d not in reader.hosts]
     if len(switches_unread) == len(plan.switches):
@@ -189,13 +192,17 @@ def drift_cmd(
     interval_s: Annotated[float, typer.Option("--interval", min=1.0,
                                               help="Seconds between reads")] = 60.0,
     once: Annotated[bool, typer.Option("--once", help="One pass, then exit")] = False,
+    restore: Annotated[bool, typer.Option(
+        "--restore", help="Carry out each diagnosis's remedy: restore the drifted settings "
+        "through remediation's safety envelope (auto mode)")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Watch the running configuration for settings that leave their intent.
 
     Each pass prints an event per setting that left (or came back to) its intent
-    and a config_drift diagnosis per device naming the settings to restore.
-    Exit 1 after --once if anything drifted.
+    and a config_drift diagnosis per device naming the settings to restore;
+    with --restore, remediation restores them. Exit 1 after --once if anything
+    drifted.
 
         fabricops config drift --topology t.json --gnmi 127.0.0.1:57400 --once
     """
@@ -203,10 +210,15 @@ def drift_cmd(
     reader = gnmi_reader(plan, gnmi, inventory)
     switches = {s.device: v for s, v in zip(plan.switches, (
         intended_settings(plan)[s.device] for s in plan.switches), strict=True)}
-    found: list[DriftResult] = []
+    engine: Any = _engine(topology, ActionMode.AUTO, reader.client.addresses, switches) \
+        if restore else None
 
     def show(result: DriftResult) -> None:
-        found.append(result)
+        for d in result.diagnoses if restore else ():
+            action = engine.on_diagnosis(d, time.time_ns())
+            if action is not None and not as_json:
+                typer.echo(f"action {action.id}: {action.kind.value} {action.target} -> "
+                           f"{action.state.value}: {action.reason}")
         if as_json:
             typer.echo(json.dumps({"events": [e.model_dump(mode="json") for e in result.events],
                                    "diagnoses": [d.model_dump(mode="json")

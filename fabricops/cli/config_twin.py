@@ -58,8 +58,9 @@ def twin_cmd(
                                       help="gNMI port (0: any free port)")] = 57400,
     faults: Annotated[list[str] | None, typer.Option(
         "--fault", metavar="TYPE=ENTITY[@S]", help="Plant a wrong setting (or any fault) at "
-        "start, or S seconds in; e.g. mtu_mismatch=LINK, pfc_priority_mismatch=LINK, headroom_short=LINK, "
-        "ecn_threshold=SWITCH, ecn_misconfig=SWITCH, hash_seed_equal=SWITCH")] = None,
+        "start, or S seconds in; e.g. mtu_mismatch=LINK, pfc_priority_mismatch=LINK, "
+        "headroom_short=LINK, ecn_threshold=SWITCH, ecn_misconfig=SWITCH, "
+        "hash_seed_equal=SWITCH")] = None,
     duration_s: Annotated[float, typer.Option("--duration", min=0.0,
                                               help="Stop after this many seconds (0: "
                                                    "until Ctrl-C)")] = 0.0,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import Result
 
+from fabricops.collectors.gnmi_settings import GnmiSettingsClient
 from fabricops.core.topology import save_topology
 from fabricops.simulator.agents.service import SimulatedFabric, SimulatedFabricConfig
 from fabricops.simulator.engine import Simulator
@@ -106,3 +107,19 @@ def test_missing_or_double_source_is_one_error_line(served: tuple[Path, str]) ->
                                             address, "-i", str(path)))
     assert "no switch could be read" in one_error_line(
         run("config", "check", "-t", str(path), "--gnmi", "127.0.0.1:1"))
+
+
+def test_drift_names_a_changed_setting_and_restore_puts_it_back(
+        served: tuple[Path, str]) -> None:
+    path, address = served
+    assert run("config", "apply", "-t", str(path), "--gnmi", address).exit_code == 0
+    client = GnmiSettingsClient({"leaf-3": address})
+    client.write("leaf-3", {"ports.eth2.ecn.enabled": False})
+    found = run("config", "drift", "-t", str(path), "--gnmi", address, "--once")
+    assert found.exit_code == 1
+    assert "leaf-3 on 1 port(s): ecn.enabled is False, intent True" in found.stdout
+    assert "diagnosis drift-" in found.stdout
+    fixed = run("config", "drift", "-t", str(path), "--gnmi", address, "--once", "--restore")
+    assert "restore_config leaf-3 -> applied" in fixed.stdout
+    assert client.read("leaf-3").values["ports.eth2.ecn.enabled"] is True
+    assert run("config", "drift", "-t", str(path), "--gnmi", address, "--once").exit_code == 0
