@@ -10,7 +10,7 @@ from typing import Any, Protocol
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from fabricops.core.faults import FaultType
+from fabricops.core.faults import FaultType, SettingFault
 from fabricops.core.liveness import Liveness
 from fabricops.core.topology import Topology
 from fabricops.store.store import Store, StoreError
@@ -35,7 +35,8 @@ class FaultRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    type: FaultType
+    type: FaultType | SettingFault = Field(
+        description="A fault, or a wrong setting planted in the running configuration")
     entity: str = Field(min_length=1, max_length=255, description="Link, switch, NIC or host")
     duration_s: float | None = Field(default=None, gt=0, le=1e7,
                                      description="How long it lasts (None: until stopped)")

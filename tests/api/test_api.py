@@ -162,6 +162,10 @@ def test_fault_injection_only_on_a_simulated_fabric(client: TestClient,
     assert "does not exist" in bad.json()["detail"]
     assert client.post("/api/v1/sim/faults", headers=auth(),
                        json={"type": "meltdown", "entity": "x"}).status_code == 422
+    planted = client.post("/api/v1/sim/faults", headers=auth(),
+                          json={"type": "ecn_threshold", "entity": "leaf-0"})
+    assert planted.status_code == 201
+    assert recorder.got[-1].type.value == "ecn_threshold"
 
 
 def test_metrics_are_prometheus_text(client: TestClient, ctx: ApiContext) -> None:
