@@ -53,8 +53,11 @@ def start_analysis(running: Running, bus: Bus, fabric: SimulatedFabric, db: str,
     rca = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store,
                      placement, registry=running.registry, liveness=running.liveness)
     config = RemediationConfig.model_validate({"safety": {"mode": mode.value}})
+    # The configuration the twin starts with is the intent a wrong setting is restored to.
+    intent = fabric.call(lambda sim: {n.id: dict(sim.settings.device_settings(n.id))
+                                      for n in topo.switches()})
     engine = RemediationEngine(config, topo, _actuators(fabric, actuator), FabricWatch(topo),
-                               placement)
+                               placement, intent=intent)
     remediation = RemediationService(RemediationServiceConfig(), bus, engine, store,
                                      registry=running.registry, liveness=running.liveness)
     rca.start()

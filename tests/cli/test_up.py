@@ -86,3 +86,23 @@ def test_up_heals_a_pfc_storm_through_the_collectors_and_gnmi_set(tmp_path: Path
     assert storm[0]["state"] in ("applied", "verified")
     applied = next(e for e in storm[0]["audit"] if e["state"] == "applied")
     assert applied["actor"] == "actuator:gnmi,simulator", "the port was shut over gNMI Set"
+
+
+def test_up_restores_a_misconfigured_ecn_profile(tmp_path: Path) -> None:
+    scenario = tmp_path / "ecn.yaml"
+    scenario.write_text(
+        "name: ecn\nseed: 7\nduration_s: 600\n"
+        "topology: {builder: leaf_spine, params: {gpus: 64, nics_per_host: 4, leaf_radix: 16,"
+        " spine_radix: 16}}\n"
+        "jobs: [{name: job-a, hosts: 16, placement: random, compute_s: 0.2,"
+        " comm_bytes_per_nic: 2.0e+10}]\n"
+        "faults: [{type: ecn_misconfig, entity: leaf-1, start_s: 15}]\n")
+    db = f"sqlite:///{tmp_path / 'f.db'}"
+    result = CliRunner().invoke(app, ["up", str(scenario), "--duration", "25", "--speed", "2",
+                                      "--snmp-interval", "1", "--db", db, "--remediation",
+                                      "auto", "--api-port", "0", "--int-port", "0"], env=ENV)
+    assert result.exit_code == 0, result.output
+    listed = CliRunner().invoke(app, ["actions", "list", "--db", db, "--json"], env=ENV)
+    actions = [a for a in json.loads(listed.stdout) if a["target"] == "leaf-1"]
+    assert [a["kind"] for a in actions] == ["restore_config"], actions
+    assert actions[0]["state"] in ("applied", "verified"), actions[0]["audit"]
