@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from fabricops.config.contexts import port_ranges
 from fabricops.config.plan import FabricPlan, plan_fabric
 from fabricops.config.render import RenderError, render_device, render_plan
 from fabricops.core.topology import Topology
+from tests.conftest import require_program
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -258,11 +257,8 @@ def test_shell_renders_parse_as_the_shell_that_runs_them(
         overrides: dict[str, object]) -> None:
     """NVUE commands run in bash, the host script in POSIX sh: ``-n`` parses without
     running, so a quoting or line-continuation slip in a template fails here."""
-    program = shutil.which(shell)
-    if program is None:
-        if os.environ.get("FABRICOPS_REQUIRE_PEERS") == "1":
-            pytest.fail(f"{shell} is required to parse {platform} renders")
-        pytest.skip(f"{shell} is not installed")
+    program = require_program(shell, f"to parse the {platform} renders as the shell that "
+                                     f"runs them on the device")
     result = render_plan(plan_fabric(gpu64, overrides), platform, tmp_path)
     for path in result.files[:4]:
         done = subprocess.run([program, "-n", str(path)], capture_output=True, text=True,
