@@ -38,6 +38,7 @@ from fabricops.core.roce_settings import (
     key_of_path,
     leaf_of,
     setting_path,
+    typed_value_of,
 )
 
 _MAX_MESSAGE_BYTES = 16 << 20
@@ -92,19 +93,6 @@ def settings_set_request(device: str, values: Mapping[str, SettingValue],
     return gnmi_pb2.SetRequest(prefix=gnmi_pb2.Path(target=device), update=updates)
 
 
-def decode_value(value: Any) -> object:
-    """A TypedValue as a Python value (numbers, bools, decoded JSON); None if empty."""
-    kind = value.WhichOneof("value")
-    if kind in ("uint_val", "int_val", "bool_val", "string_val", "ascii_val"):
-        return getattr(value, kind)
-    if kind in ("json_val", "json_ietf_val"):
-        try:
-            return json.loads(getattr(value, kind))
-        except (ValueError, UnicodeDecodeError):
-            return getattr(value, kind)
-    return None
-
-
 def parse_settings(response: Any) -> ParsedSettings:
     """Every setting in a ``gnmi.GetResponse`` (see the module docstring)."""
     out = ParsedSettings()
@@ -118,7 +106,7 @@ def parse_settings(response: Any) -> ParsedSettings:
                 out.unmapped.append((text, str(exc)))
                 continue
             try:
-                out.values[key] = check_value(key, decode_value(update.val))
+                out.values[key] = check_value(key, typed_value_of(update.val))
             except SettingError as exc:
                 out.refused.append((text, str(exc)))
     return out
@@ -185,5 +173,5 @@ class GnmiSettingsClient:
             await channel.close()
 
 
-__all__ = ["GnmiSettingsClient", "ParsedSettings", "SettingsReadError", "decode_value",
+__all__ = ["GnmiSettingsClient", "ParsedSettings", "SettingsReadError",
            "parse_settings", "settings_get_request", "settings_set_request", "typed_value"]

@@ -36,8 +36,9 @@ breaks it is refused with a message naming the key.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from fabricops.core.openconfig import OcPath, PathElem, bare_name
 
@@ -124,6 +125,21 @@ def pfc_text(priorities: object) -> str:
             raise SettingError(f"no-drop priority {p!r} is not a number 0..7")
         out.add(value)
     return ",".join(str(p) for p in sorted(out))
+
+
+def typed_value_of(value: Any) -> object:
+    """A gNMI TypedValue as a Python value (numbers, bools, strings, decoded JSON; JSON
+    that does not parse stays as its text), None when it holds none of these; both
+    ends of a settings Get or Set read values this way."""
+    kind = value.WhichOneof("value")
+    if kind in ("uint_val", "int_val", "bool_val", "string_val", "ascii_val"):
+        return getattr(value, kind)
+    if kind in ("json_val", "json_ietf_val"):
+        try:
+            return json.loads(getattr(value, kind))
+        except (ValueError, UnicodeDecodeError):
+            return getattr(value, kind)
+    return None
 
 
 def check_value(key: str, value: object) -> SettingValue:

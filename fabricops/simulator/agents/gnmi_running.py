@@ -32,6 +32,7 @@ from fabricops.core.roce_settings import (
     key_of_path,
     leaf_of,
     setting_path,
+    typed_value_of,
 )
 from fabricops.simulator.agents.driver import SimulationDriver
 from fabricops.simulator.agents.gnmi_encode import PROTO, gnmi_path
@@ -114,18 +115,6 @@ def settings_notification(pattern: OcPath, device: str, ts_ns: int, encoding: in
     return data
 
 
-def _decode(value: Any) -> object:
-    kind = value.WhichOneof("value")
-    if kind in ("uint_val", "int_val", "bool_val", "string_val", "ascii_val"):
-        return getattr(value, kind)
-    if kind in ("json_val", "json_ietf_val"):
-        try:
-            return json.loads(getattr(value, kind))
-        except (ValueError, UnicodeDecodeError):
-            return None
-    return None
-
-
 def settings_changes(request: Any) -> dict[str, SettingValue] | None:
     """The settings a ``gnmi.SetRequest`` writes, or None if it is not a settings Set
     (its first update names no setting); GnmiError names a bad or mixed request."""
@@ -143,7 +132,7 @@ def settings_changes(request: Any) -> dict[str, SettingValue] | None:
             raise GnmiError(grpc.StatusCode.INVALID_ARGUMENT,
                             f"{exc}; a Set of settings carries settings only") from None
         try:
-            out[key] = check_value(key, _decode(u.val))
+            out[key] = check_value(key, typed_value_of(u.val))
         except SettingError as exc:
             raise GnmiError(grpc.StatusCode.INVALID_ARGUMENT, str(exc)) from None
     if request.delete:
