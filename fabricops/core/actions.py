@@ -65,6 +65,7 @@ class ActionKind(StrEnum):
     REPLACE_NODE = "replace_node"  # drain a host from its job, attach a spare
     RESTORE_CONFIG = "restore_config"  # settings a diagnosis names back to their intent
     APPLY_CONFIG = "apply_config"  # a device's running configuration made to match its intent
+    LIMIT_INCAST = "limit_incast"  # traffic into a NIC from outside its job paced to a share
     TICKET = "ticket"  # nothing to change automatically: tell a person
 
 
@@ -82,6 +83,9 @@ class StepOp(StrEnum):
     RELEASE_SPARE = "release_spare"  # target: host; params: job
     TICKET = "ticket"  # target: entity; params: summary
     SET_CONFIG = "set_config"  # target: device; params: setting key -> value (roce_settings)
+    # target: NIC; params: share (of its line rate, 1 lifts the limit), job (whose own
+    # traffic keeps its rate, "" for none); result: previous (the share before)
+    LIMIT_INGRESS = "limit_ingress"
 
 
 Param = str | int | float | bool

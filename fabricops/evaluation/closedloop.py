@@ -41,6 +41,7 @@ TOPOLOGY: dict[str, Any] = {"builder": "leaf_spine",
                             "params": {"gpus": 128, "leaf_radix": 32, "spine_radix": 32}}
 RECOVERED = 0.95
 HOLD_TICKS = 3
+WARM_UP_TICKS = 10  # the job's first collectives are not compared with the reference
 
 
 @dataclass
@@ -149,8 +150,7 @@ def run_loop(fault: dict[str, Any] | None, model: RcaModel, config: RemediationC
     ref = reference_by_phase(scenario_doc(None, seed=seed, duration_s=duration_s),
                              actuator.log)
     out.reference_bps = float(np.nanmedian([ref(k) for k in phases])) if phases else 0.0
-    first = max(10, min((t for t, _, _ in actuator.log), default=10))
-    out.relative = [_relative(r, k, ref) if i >= first else float("nan")  # from the first step
+    out.relative = [_relative(r, k, ref) if i >= WARM_UP_TICKS else float("nan")
                     for i, (r, k) in enumerate(zip(out.goodput_bps, phases, strict=True))]
     _score(out, onset)
     return out

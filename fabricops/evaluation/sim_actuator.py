@@ -71,6 +71,8 @@ class SimulatorActuator:
                 c.release_spare(t, str(p["job"]))
             case StepOp.SET_CONFIG:
                 return {f"{PREVIOUS}{k}": v for k, v in sim.settings.set(t, p).items()}
+            case StepOp.LIMIT_INGRESS:
+                return {"previous": c.limit_ingress(t, float(p["share"]), str(p.get("job", "")))}
             case StepOp.TICKET:
                 pass  # the simulated fabric has no ticket queue; the audit log is the ticket
         return {}

@@ -3,10 +3,11 @@
 An actuator carries out ``Step``s on something outside fabricops: the simulated
 fabric, a switch over gNMI Set, an external automation over a webhook, a
 scheduler through a command. ``apply`` returns facts learnt while applying
-(the previous WCMP weight or ECMP hash fields as ``previous``, the previous value
-of each setting a ``set_config`` step wrote as ``previous.<setting>``, the spare
-that was attached) from which ``inverse`` builds the steps that undo it; without a
-``previous`` the undo restores the default (weight 1, hashing on L3+L4).
+(the previous WCMP weight, ECMP hash fields or ingress share as ``previous``, the
+previous value of each setting a ``set_config`` step wrote as ``previous.<setting>``,
+the spare that was attached) from which ``inverse`` builds the steps that undo it;
+without a ``previous`` the undo restores the default (weight 1, hashing on L3+L4, no
+ingress limit).
 Actuators are picked per step operation by ``Actuators``; there is no
 discovery by name.
 """
@@ -69,6 +70,9 @@ def inverse(step: Step, facts: Mapping[str, Param]) -> tuple[Step, ...]:
             return (Step(op=StepOp.DRAIN_HOST, target=t, params={"job": p["job"]}),)
         case StepOp.RELEASE_SPARE:
             return (Step(op=StepOp.ATTACH_SPARE, target=str(p["job"]), params={"host": t}),)
+        case StepOp.LIMIT_INGRESS:
+            return (Step(op=StepOp.LIMIT_INGRESS, target=t,
+                         params={"share": p.get("previous", 1.0), "job": p.get("job", "")}),)
         case StepOp.SET_CONFIG:
             back = {k.removeprefix(PREVIOUS): v for k, v in facts.items()
                     if k.startswith(PREVIOUS)}

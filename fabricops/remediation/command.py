@@ -44,6 +44,7 @@ STEP_PARAMS: Final[dict[StepOp, frozenset[str]]] = {
     StepOp.ATTACH_SPARE: frozenset({"host"}),
     StepOp.RELEASE_SPARE: frozenset({"job"}),
     StepOp.TICKET: frozenset({"summary"}),
+    StepOp.LIMIT_INGRESS: frozenset({"share", "job"}),
 }
 """The params a step of each operation may carry (see ``StepOp``), usable in its template."""
 

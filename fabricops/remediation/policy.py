@@ -23,7 +23,10 @@ the defaults:
   given as ``intent`` (device -> setting key -> value, see
   :mod:`fabricops.core.roce_settings`); without an intent for the switch, a ticket;
 - configuration drift (``config_drift``) -> restore the settings its evidence names;
-- incast -> a ticket: no automatic change fixes it.
+- incast -> pace the traffic into the victim NIC from outside its job to
+  ``incast_share`` of its line rate (``limit_incast``, one ``limit_ingress`` step for
+  the scheduler or the hosts' rate limiters to carry out): the job's own traffic
+  keeps its rate. Without a known job on the victim's host, a ticket.
 
 An action's id derives from the diagnosis id, kind and target, so a revised
 diagnosis of the same incident proposes the same actions (idempotence).
@@ -62,7 +65,7 @@ DEFAULT_REMEDIES: dict[FaultType, ActionKind] = {
     FaultType.SLOW_RECEIVER: ActionKind.REPLACE_NODE,
     FaultType.NIC_DOWN: ActionKind.REPLACE_NODE,
     FaultType.SWITCH_DOWN: ActionKind.DRAIN_SWITCH,
-    FaultType.INCAST: ActionKind.TICKET,
+    FaultType.INCAST: ActionKind.LIMIT_INCAST,
     FaultType.ECN_MISCONFIG: ActionKind.RESTORE_CONFIG,
 }
 CONFIG_DRIFT = "config_drift"
@@ -83,6 +86,10 @@ class PolicyConfig(BaseModel):
     remedies: dict[FaultType, ActionKind] = Field(
         default_factory=lambda: dict(DEFAULT_REMEDIES),
         description="Remedy per fault type; a type left out gets a ticket")
+    incast_share: float = Field(
+        default=0.1, gt=0, lt=1,
+        description="Share of a victim NIC's line rate left to traffic from outside its "
+                    "job while an incast is limited")
 
 
 class PlanError(ValueError):
@@ -157,6 +164,8 @@ class Policy:
             return self._drain_switch(d)
         if kind is ActionKind.RESTORE_CONFIG:
             return self._restore(d)
+        if kind is ActionKind.LIMIT_INCAST:
+            return self._limit_incast(d)
         if kind is ActionKind.FIX_HASH:
             self._switch(root, kind)
             return (kind, root, [Step(op=StepOp.SET_HASH, target=root, params={"l4": True})],
@@ -182,6 +191,20 @@ class Policy:
         return (ActionKind.RESTORE_CONFIG, d.root,
                 [Step(op=StepOp.SET_CONFIG, target=d.root, params=wanted)],
                 f"restore {', '.join(leaves)} ({len(wanted)} setting(s)) to intent")
+
+    def _limit_incast(self, d: Diagnosis) -> tuple[ActionKind, str, list[Step], str]:
+        nic = self._nic(d.root, ActionKind.LIMIT_INCAST)
+        host = split_port(nic)[0]
+        jobs = [job for job, hosts in self.placement.items() if host in hosts]
+        if not jobs:
+            return self._ticket(d, f"{host} runs no known job; whose traffic to keep is "
+                                   "not known")
+        share = self.config.incast_share
+        return (ActionKind.LIMIT_INCAST, nic,
+                [Step(op=StepOp.LIMIT_INGRESS, target=nic,
+                      params={"share": share, "job": jobs[0]})],
+                f"pace traffic into {nic} from outside {jobs[0]} to {share:.0%} of its "
+                "line rate")
 
     def _switch(self, root: str, kind: ActionKind) -> None:
         node = self.topology.node_by_id.get(root)

@@ -185,6 +185,19 @@ class Control:
                                    "than two hosts")
             sim.route_flows(sim.workload.set_hosts(j, [x for x in hosts if x != h]))
 
+    def limit_ingress(self, nic: str, share: float, job: str = "") -> float:
+        """Pace the traffic into NIC ``nic`` from outside ``job`` ("": all of it) to
+        ``share`` of its line rate, as a scheduler pacing or moving the senders would;
+        1 lifts the limit. Returns the share in force before."""
+        sim = self._sim
+        port = sim.fabric.topology.port_by_id.get(nic)
+        if port is None or not port[0].is_host:
+            raise ControlError(f"{nic!r} is not a NIC of this fabric")
+        if not 0.0 < share <= 1.0:
+            raise ControlError(f"ingress share {share} of {nic!r} is not in (0, 1]")
+        index = int(sim.fabric.port_nic[sim.fabric.port_index(nic)])
+        return sim.workload.limit_ingress(index, share, self._job(job) if job else -1)
+
     def wcmp_weight(self, port: str) -> int:
         """The WCMP weight of a switch's egress port (1 unless set)."""
         return int(self._sim.router.weight[self._sim.fabric.port_tx_ch[self._port(port)]])

@@ -105,7 +105,7 @@ def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float, efficiency: F
     demand = wl.demand_bps(share, line, dt, efficiency)
     for flows, rate_share in zip(fx.incast_flows, fx.incast_rate, strict=True):
         demand[flows] = line[flows] * rate_share
-    return np.where(sim.routable, demand, 0.0)
+    return np.where(sim.routable, wl.paced(demand), 0.0)
 
 
 def _queue_thresholds(cs: ChannelSettings, cfg: ph.PhysicsConfig) -> tuple[F64, F64]:

@@ -97,12 +97,38 @@ class Workload:
         self.steps = np.zeros(0, np.int64)
         self.busy = np.zeros(fabric.n_nodes, dtype=bool)
         self.drained = np.zeros(fabric.n_nodes, dtype=bool)
+        self.ingress_limits: dict[int, tuple[float, int]] = {}  # nic -> (share, kept job)
         self._host_nics = {
             int(h): np.array(
                 [fabric.port_nic[p] for p in fabric.node_ports(int(h))], dtype=np.int32
             )
             for h in np.flatnonzero(fabric.node_is_host)
         }
+
+    def limit_ingress(self, nic: int, share: float, keep_job: int) -> float:
+        """Pace the traffic into ``nic`` from flows outside job ``keep_job`` (-1: every
+        flow) to ``share`` of the NIC's line rate; 1 lifts the limit. Returns the share
+        in force before."""
+        previous = self.ingress_limits.pop(nic, (1.0, -1))[0]
+        if share < 1.0:
+            self.ingress_limits[nic] = (share, keep_job)
+        return previous
+
+    def paced(self, demand: F64) -> F64:
+        """``demand`` with every ingress limit applied: the limited flows into a NIC
+        scaled down together, so that they want at most its share of the line rate."""
+        if not self.ingress_limits:
+            return demand
+        fl, out = self.flows, demand.copy()
+        speed = self.fabric.port_speed_bps[self.fabric.nic_ports]
+        for nic, (share, keep_job) in self.ingress_limits.items():
+            limited = np.flatnonzero((fl.dst_nic == nic) & (fl.job != keep_job)
+                                     if keep_job >= 0 else fl.dst_nic == nic)
+            total = float(out[limited].sum())
+            allowed = share * float(speed[nic])
+            if total > allowed:
+                out[limited] *= allowed / total
+        return out
 
     def free_hosts(self) -> list[int]:
         """Hosts in no job and not drained: the spares."""

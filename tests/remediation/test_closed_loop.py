@@ -65,6 +65,19 @@ def test_a_polarized_switch_gets_its_hash_back_on_l4_and_the_job_recovers() -> N
     assert r.recover_s is not None, r.relative  # and from then on the job ran at >= 95 %
 
 
+def test_an_incast_is_paced_at_the_victim_and_the_job_recovers() -> None:
+    fault = fault_for(FaultType.INCAST)
+    r = run_loop(fault, model(), auto())
+    (a,) = r.actions
+    assert (a.kind, a.target, a.state) == (ActionKind.LIMIT_INCAST, fault["entity"],
+                                           ActionState.VERIFIED)
+    (step,) = a.steps
+    assert (step.op, step.params["job"]) == (StepOp.LIMIT_INGRESS, "job-llm-01")
+    assert r.recover_s is not None, r.relative  # and from then on the job ran at >= 95 %
+    assert min(r.relative[int(fault["start_s"]):int(fault["start_s"]) + 6]) < 0.5  # it hurt
+    assert r.throughput_share >= 0.95
+
+
 def test_a_fault_free_run_gets_no_action() -> None:
     r = run_loop(None, model(), auto(), duration_s=90)
     assert r.diagnoses == []

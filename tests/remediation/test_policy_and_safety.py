@@ -7,11 +7,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabricops.core.actions import ActionKind, ActionMode, ActionState, StepOp
+from fabricops.core.actions import ActionKind, ActionMode, ActionState, Step, StepOp
 from fabricops.core.faults import FaultType
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
-from fabricops.remediation.actuator import Actuators, RecordingActuator
+from fabricops.remediation.actuator import Actuators, RecordingActuator, inverse
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.policy import PlanError, Policy, PolicyConfig
 from fabricops.remediation.safety import BlastRadius, SafetyConfig, footprint
@@ -121,8 +121,34 @@ def test_the_engine_applies_a_hash_fix_and_records_its_undo() -> None:
         (StepOp.SET_HASH, leaf, {"l4": True})]
 
 
+def test_an_incast_paces_the_traffic_into_the_victim_from_outside_its_job() -> None:
+    nic = next(n for n in NICS if n.split(":")[0] in PLACEMENT["job-a"])
+    a = policy().plan(diagnosis("incast", nic), mode=ActionMode.AUTO, ts_ns=5)
+    assert (a.kind, a.target) == (ActionKind.LIMIT_INCAST, nic)
+    assert [(s.op, s.target, s.params) for s in a.steps] == [
+        (StepOp.LIMIT_INGRESS, nic, {"share": 0.1, "job": "job-a"})]
+    assert footprint(a, TOPO).empty  # nothing leaves service
+
+
+def test_an_incast_on_a_host_in_no_known_job_gets_a_ticket_and_on_a_switch_no_plan() -> None:
+    spare = next(n for n in NICS if n.split(":")[0] not in PLACEMENT["job-a"])
+    a = policy().plan(diagnosis("incast", spare), mode=ActionMode.AUTO, ts_ns=5)
+    assert a.kind is ActionKind.TICKET
+    assert "runs no known job" in a.reason
+    with pytest.raises(PlanError, match="needs a NIC"):
+        policy().plan(diagnosis("incast", SWITCHES[0]), mode=ActionMode.AUTO, ts_ns=5)
+
+
+def test_a_limited_ingress_is_undone_to_the_share_in_force_before() -> None:
+    nic = NICS[0]
+    step = Step(op=StepOp.LIMIT_INGRESS, target=nic, params={"share": 0.1, "job": "job-a"})
+    assert inverse(step, {"previous": 0.5}) == (Step(
+        op=StepOp.LIMIT_INGRESS, target=nic, params={"share": 0.5, "job": "job-a"}),)
+    assert inverse(step, {})[0].params["share"] == 1.0  # no limit before: lifted
+
+
 def test_types_without_a_remedy_and_unknown_types_get_a_ticket() -> None:
-    for fault in ("incast", "ecn_misconfig", "cosmic_rays"):
+    for fault in ("ecn_misconfig", "cosmic_rays"):
         a = policy().plan(diagnosis(fault, SWITCHES[0]), mode=ActionMode.AUTO, ts_ns=5)
         assert a.kind is ActionKind.TICKET
         assert [s.op for s in a.steps] == [StepOp.TICKET]

@@ -156,3 +156,56 @@ def test_ground_truth_lists_only_faults_that_started(streaming: Make) -> None:
     sim.run(4)
     truth = sim.ground_truth()
     assert [(g.entity, g.start_s, g.end_s) for g in truth] == [("host-001:nic0", 1.0, 4.0)]
+
+
+def _incast_victim(sim: Simulator) -> tuple[str, int]:
+    """A NIC of the job's first host under an incast of 16 senders; its NIC index."""
+    fab = sim.fabric
+    host = fab.node_ids[sim.workload.hosts[0][0]]
+    nic = f"{host}:{fab.topology.node_by_id[host].ports[0].name}"
+    sim.run(2)
+    sim.add_fault(FaultSpec(type="incast", entity=nic, params={"fan_in": 16}))
+    sim.run(3)
+    return nic, int(fab.port_nic[fab.port_index(nic)])
+
+
+def test_an_ingress_limit_paces_the_incast_and_leaves_the_jobs_own_traffic(
+        streaming: Make) -> None:
+    sim = streaming()
+    nic, victim = _incast_victim(sim)
+    fl, tor = sim.workload.flows, sim.fabric.port_index(sim.fabric.topology.attachment(nic))
+    into = (fl.dst_nic == victim) & fl.active
+    foreign, own = into & (fl.job < 0), into & (fl.job == 0)
+    speed = float(sim.fabric.port_speed_bps[sim.fabric.port_index(nic)])
+    assert sim.last is not None
+    assert sim.last.rate_bps[foreign].sum() > 0.5 * speed  # the incast fills the NIC
+    def marks() -> int:
+        return int(sim.telemetry.counter("ecn_marked_pkts")[tor])
+
+    before = marks()
+    sim.run(3)
+    during = marks() - before
+    assert during > 0  # the victim's switch port marks the incast
+
+    assert sim.control.limit_ingress(nic, 0.1, "job-llm-01") == 1.0
+    sim.run(1)
+    limited = marks()
+    sim.run(3)
+    assert sim.last.rate_bps[foreign].sum() <= 0.1 * speed * 1.0001
+    assert sim.last.rate_bps[own].sum() > 0
+    assert marks() - limited < during / 10  # the queue at the victim's port drained
+
+    assert sim.control.limit_ingress(nic, 1.0) == 0.1  # lifted: the incast is back
+    sim.run(2)
+    assert sim.last.rate_bps[foreign].sum() > 0.5 * speed
+
+
+def test_an_ingress_limit_refuses_what_is_not_a_nic_a_share_or_a_job(streaming: Make) -> None:
+    sim = streaming()
+    nic = next(sim.fabric.topology.nics())
+    with pytest.raises(ControlError, match="not a NIC"):
+        sim.control.limit_ingress("leaf-0", 0.1)
+    with pytest.raises(ControlError, match=r"not in \(0, 1\]"):
+        sim.control.limit_ingress(nic, 0.0)
+    with pytest.raises(ControlError, match="does not exist"):
+        sim.control.limit_ingress(nic, 0.1, "no-such-job")
