@@ -35,6 +35,10 @@ class RuleConfig(BaseModel):
                                  description="ECN ratio on a queue below Kmin")
     ecn_kmin_bytes: float = Field(default=1e5, gt=0)
     fan_in: int = Field(default=3, ge=2, description="Senders into one NIC at line rate")
+    incast_util: float = Field(default=0.95, gt=0, le=1,
+                               description="Receive utilization of a NIC that, with a queue "
+                                           "past ecn_kmin_bytes on its switch port, is an "
+                                           "incast without waiting for it to last")
     polar_log_p: float = Field(default=6.0, gt=0,
                                description="-log10 chance that QPs agree on uplinks by luck")
     rehashed_flows: int = Field(default=2, ge=1,
@@ -90,7 +94,14 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
         sw_of_node[ix.port_node], "ecn_below_kmin", "ecn_misconfig", sig.ecn_ratio, 3.0)
     fan_in = np.zeros(ix.n_ports)
     fan_in[ix.nic_ports] = paths.fan_in
-    add(ix.port_is_nic & (fan_in >= c.fan_in) & (sig.rx_sustained > 0.9), nic_of_port,
+    # a NIC at line rate behind a standing queue on its switch port is an incast at once;
+    # without the queue, only once the rate has lasted
+    facing = np.zeros(ix.n_ports)
+    peers = ix.peer[ix.nic_ports]
+    facing[ix.nic_ports] = np.where(peers >= 0, sig.queue[np.maximum(peers, 0)], 0.0)
+    flooded = (sig.rx_sustained > 0.9) | ((sig.util_rx > c.incast_util)
+                                         & (facing > c.ecn_kmin_bytes))
+    add(ix.port_is_nic & (fan_in >= c.fan_in) & flooded, nic_of_port,
         "fan_in", "incast", fan_in, 4.0)
     add(ix.port_is_nic & (sig.retrans_ratio > c.retrans_ratio), nic_of_port,
         "retransmissions", "gray_loss", sig.retrans_ratio, 2.0)

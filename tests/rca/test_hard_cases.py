@@ -118,6 +118,16 @@ def test_slow_receiver_and_incast_on_the_same_nic_are_told_apart(
     assert (d.root, d.fault_type) == (nic, fault)
 
 
+def test_an_incast_is_named_as_soon_as_its_queue_stands_not_once_it_has_lasted(
+        model: RcaModel) -> None:
+    nic = "host-009:nic4"
+    r = replay(scenario([{"type": "incast", "entity": nic, "start_s": ONSET,
+                          "params": {"fan_in": 8, "rate_share": 0.9}}]), model)
+    no_diagnosis_before_onset(r)
+    assert first_right(r, nic) <= 3.0
+    assert final(r).fault_type == "incast"
+
+
 def test_a_switch_that_stops_reporting_is_named_and_marked_missing(model: RcaModel) -> None:
     r = replay(scenario([{"type": "switch_down", "entity": "spine-1", "start_s": ONSET}]),
                model)
