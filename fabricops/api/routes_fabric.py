@@ -6,11 +6,13 @@ import math
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, status
-from pydantic import BaseModel, Field
+from fastapi import APIRouter, HTTPException, Path, Query, status
+from pydantic import AfterValidator, BaseModel, Field
 
 from fabricops.api.auth import Ctx
 from fabricops.api.diagnose import neighbours
+from fabricops.api.problems import described, problems
+from fabricops.core.catalogue import CATALOGUE, MetricKind, UnknownMetricError
 from fabricops.core.records import Event, EventKind
 from fabricops.core.topology import Topology
 from fabricops.pipeline.query import QueryError, read_series
@@ -19,11 +21,29 @@ router = APIRouter(tags=["fabric"])
 
 MAX_NS = 2**63 - 1
 StartNs = Annotated[int | None, Query(ge=0, le=MAX_NS, description=(
-    "Range start, ns since the Unix epoch (default: now - since_s)"))]
-EndNs = Annotated[int | None, Query(ge=0, le=MAX_NS, description="Range end (default: now)")]
+    "Range start, ns since the Unix epoch (default: end - since_s)"))]
+EndNs = Annotated[int | None, Query(ge=0, le=MAX_NS, description=(
+    "Range end, ns since the Unix epoch (default: now); an end before the start is an "
+    "empty range, which holds nothing"))]
 SinceS = Annotated[float, Query(ge=0, le=10 * 365 * 86400, description=(
     "Without start_ns, how many seconds back from the end the range starts"))]
 Limit = Annotated[int, Query(ge=1, le=10_000, description="At most this many")]
+
+#: A route that reads the store can answer this.
+STORE = problems(status.HTTP_503_SERVICE_UNAVAILABLE)
+NO_TOPOLOGY = "No topology is loaded (the API was started without --topology)"
+
+
+def _catalogued(name: str) -> str:
+    try:
+        return CATALOGUE.by_name(name).name
+    except UnknownMetricError:
+        raise ValueError(f"unknown metric {name!r}: not in the catalogue") from None
+
+
+MetricName = Annotated[str, Query(max_length=64, json_schema_extra={"enum": [
+    m.name for m in CATALOGUE.metrics]}, description="Catalogue metric name, e.g. out_octets"),
+    AfterValidator(_catalogued)]
 
 
 class DevicePort(BaseModel):
@@ -62,14 +82,12 @@ class SeriesAnswer(BaseModel):
         "[ts_ns, value] pairs; a value that is not a finite number is null"))
 
 
-def window(start_ns: int | None, end_ns: int | None, since_s: float) -> tuple[int, int]:
-    """[t0, t1] in ns from the query's range parameters; 400 if it is empty."""
+def window(start_ns: int | None, end_ns: int | None, since_s: float) -> tuple[int, int] | None:
+    """[t0, t1] in ns from the query's range parameters; None if the range is empty (its
+    end before its start), which every route answers with nothing."""
     t1 = time.time_ns() if end_ns is None else end_ns
     t0 = max(0, t1 - int(since_s * 1e9)) if start_ns is None else start_ns
-    if t1 < t0:
-        raise HTTPException(status.HTTP_400_BAD_REQUEST,
-                            f"empty range: end_ns {t1} is before start_ns {t0}")
-    return t0, t1
+    return (t0, t1) if t0 <= t1 else None
 
 
 def _topology(ctx: Ctx) -> Topology:
@@ -79,12 +97,13 @@ def _topology(ctx: Ctx) -> Topology:
     return ctx.topology
 
 
-@router.get("/topology", summary="The fabric's topology document")
+@router.get("/topology", summary="The fabric's topology document",
+            responses=described({404: NO_TOPOLOGY}))
 def topology(ctx: Ctx) -> dict[str, Any]:
     return _topology(ctx).model_dump(mode="json")
 
 
-@router.get("/devices", summary="Every switch and host")
+@router.get("/devices", summary="Every switch and host", responses=described({404: NO_TOPOLOGY}))
 def devices(ctx: Ctx, role: Annotated[str | None, Query(max_length=16, description=(
         "Only this role: host, leaf, spine, agg, core, switch"))] = None) -> list[DeviceBrief]:
     topo = _topology(ctx)
@@ -92,8 +111,10 @@ def devices(ctx: Ctx, role: Annotated[str | None, Query(max_length=16, descripti
             for n in topo.nodes if role is None or n.role.value == role]
 
 
-@router.get("/devices/{device}", summary="One device with its ports and neighbours")
-def device(ctx: Ctx, device: str) -> Device:
+@router.get("/devices/{device}", summary="One device with its ports and neighbours",
+            responses=described({404: f"{NO_TOPOLOGY}, or it has no such device"}))
+def device(ctx: Ctx, device: Annotated[str, Path(max_length=255, description=(
+        "Device id, e.g. leaf-3"))]) -> Device:
     topo = _topology(ctx)
     node = topo.node_by_id.get(device)
     if node is None:
@@ -108,21 +129,31 @@ def device(ctx: Ctx, device: str) -> Device:
                   neighbours=neighbours(topo, node.id), ports=ports)
 
 
-@router.get("/series", summary="One metric of one entity over a time range")
+@router.get("/series", summary="One metric of one entity over a time range",
+            responses=STORE)
 def series(ctx: Ctx,
            entity: Annotated[str, Query(min_length=1, max_length=255,
                                         description="Port, NIC or device, e.g. leaf-3:eth56")],
-           metric: Annotated[str, Query(min_length=1, max_length=64,
-                                        description="Catalogue metric name, e.g. out_octets")],
-           rate: Annotated[bool, Query(description="Per-second rate of a counter")] = False,
+           metric: MetricName,
+           rate: Annotated[bool, Query(description=(
+               "Per-second rate of a counter; other kinds are answered as stored, and the "
+               "answer's rate says false"))] = False,
            start_ns: StartNs = None, end_ns: EndNs = None, since_s: SinceS = 300.0,
            ) -> SeriesAnswer:
-    t0, t1 = window(start_ns, end_ns, since_s)
+    """The points of ``metric`` of ``entity`` in the range, at most ``max_points`` (the
+    newest; ``truncated`` says so). Nothing stored, or an empty range: no points."""
+    store = ctx.stored()
+    kind = CATALOGUE.by_name(metric).kind
+    rate = rate and kind is MetricKind.COUNTER
+    span = window(start_ns, end_ns, since_s)
+    if span is None:
+        return SeriesAnswer(entity=entity, metric=metric, kind=kind.value, source=None,
+                            rate=rate, max_error=0.0, truncated=False, points=[])
     try:
-        data = read_series(ctx.stored(), entity=entity, metric=metric, t0_ns=t0, t1_ns=t1,
-                           rate=rate)
+        data = read_series(store, entity=entity, metric=metric, t0_ns=span[0],
+                           t1_ns=span[1], rate=rate)
     except QueryError as exc:
-        raise HTTPException(status.HTTP_400_BAD_REQUEST, str(exc)) from None
+        raise HTTPException(status.HTTP_422_UNPROCESSABLE_CONTENT, str(exc)) from None
     n = len(data.ts_ns)
     keep = min(n, ctx.config.max_points)
     ts = data.ts_ns[n - keep:].tolist()
@@ -133,13 +164,17 @@ def series(ctx: Ctx,
                                 for t, v in zip(ts, values, strict=True)])
 
 
-@router.get("/events", summary="Key events the pipeline extracted, oldest first")
+@router.get("/events", summary="Key events the pipeline extracted, oldest first",
+            responses=STORE)
 def events(ctx: Ctx, start_ns: StartNs = None, end_ns: EndNs = None, since_s: SinceS = 3600.0,
            device: Annotated[str | None, Query(max_length=255)] = None,
            entity: Annotated[str | None, Query(max_length=255)] = None,
            metric: Annotated[str | None, Query(max_length=64)] = None,
            kind: EventKind | None = None, limit: Limit = 1000) -> list[Event]:
-    t0, t1 = window(start_ns, end_ns, since_s)
-    return ctx.stored().events(t0_ns=t0, t1_ns=t1, devices=[device] if device else None,
-                            entities=[entity] if entity else None, metric=metric, kind=kind,
-                            limit=limit)
+    store = ctx.stored()
+    span = window(start_ns, end_ns, since_s)
+    if span is None:
+        return []
+    return store.events(t0_ns=span[0], t1_ns=span[1], devices=[device] if device else None,
+                        entities=[entity] if entity else None, metric=metric, kind=kind,
+                        limit=limit)

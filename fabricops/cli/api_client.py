@@ -81,11 +81,14 @@ class ApiClient:
 
 
 def _detail(response: httpx.Response) -> str:
+    """The API's words for a refusal, on one line: the ``detail`` of its problem details
+    (RFC 9457), else the start of the body."""
     try:
-        detail = response.json().get("detail", response.text)
-    except (ValueError, AttributeError):
-        return response.text[:300]
-    if isinstance(detail, list):  # a validation error: where and what
-        return "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
-                         for d in detail if isinstance(d, dict))
-    return str(detail)
+        body = response.json()
+    except ValueError:
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, list):  # an API from before problem details: where and what
+        detail = "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg')}"
+                           for d in detail if isinstance(d, dict))
+    return " ".join(str(detail if detail else response.text[:300]).split())

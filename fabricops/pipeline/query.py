@@ -120,6 +120,8 @@ def _pick(block: SeriesBlock, entity: str, metric_id: int, t0_ns: int,
         return None
     row = int(rows[0])
     keep = block.present[row] & (block.ts_ns >= t0_ns) & (block.ts_ns <= t1_ns)
+    if not keep.any():
+        return None
     return block.ts_ns[keep], block.raw[row][keep]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
+from fabricops.api.app import create_app
 from fabricops.api.context import ApiConfig, ApiContext, FaultRequest
 from fabricops.core.actions import ActionState
 from fabricops.store.store import Store
@@ -120,17 +121,71 @@ def test_an_api_without_a_token_refuses_every_mutation(
     answer = client.post("/api/v1/actions/act-1/approve", headers=auth())
     assert answer.status_code == 403
     assert "without a token" in answer.json()["detail"]
+    assert client.post("/api/v1/actions/act-1/approve").status_code == 401
 
 
-def test_bad_query_parameters_are_clear_4xx(client: TestClient) -> None:
+def test_bad_query_parameters_are_problems_naming_each_input(client: TestClient) -> None:
     unknown = client.get("/api/v1/series", params={"entity": "leaf-0:eth1", "metric": "nope"})
-    assert unknown.status_code == 400
-    assert "unknown metric 'nope'" in unknown.json()["detail"]
-    empty = client.get("/api/v1/events", params={"start_ns": 10, "end_ns": 5})
-    assert empty.status_code == 400
-    assert "empty range" in empty.json()["detail"]
-    assert client.get("/api/v1/events", params={"limit": 0}).status_code == 422
+    assert unknown.status_code == 422
+    assert unknown.headers["content-type"] == "application/problem+json"
+    problem = unknown.json()
+    assert (problem["type"], problem["title"], problem["status"]) == (
+        "about:blank", "Unprocessable Content", 422)
+    because = "unknown metric 'nope': not in the catalogue"
+    assert problem["detail"] == f"query.metric: {because}"
+    assert problem["errors"] == [{"field": "query.metric", "message": because}]
+    both = client.get("/api/v1/events", params={"limit": 0, "kind": "melted"}).json()
+    assert [e["field"] for e in both["errors"]] == ["query.kind", "query.limit"]
+    assert "\n" not in both["detail"]
     assert client.get("/api/v1/actions", params={"state": "melted"}).status_code == 422
+
+
+def test_an_empty_range_holds_nothing(client: TestClient, api_store: Store) -> None:
+    api_store.put_diagnoses([gray_link()])
+    inverted = {"start_ns": 10, "end_ns": 5}
+    assert client.get("/api/v1/events", params=inverted).json() == []
+    assert client.get("/api/v1/diagnoses", params=inverted).json() == []
+    series = client.get("/api/v1/series", params={**inverted, "entity": "leaf-0:eth1",
+                                                   "metric": "in_octets", "rate": True}).json()
+    assert (series["points"], series["rate"]) == ([], True)
+
+
+def test_a_rate_applies_to_counters_only(client: TestClient) -> None:
+    gauge = client.get("/api/v1/series", params={"entity": "leaf-0:eth1",
+                                                 "metric": "temperature_c", "rate": True})
+    assert gauge.status_code == 200
+    assert (gauge.json()["kind"], gauge.json()["rate"]) == ("gauge", False)
+
+
+def test_errors_outside_routes_and_crashes_are_problems(client: TestClient,
+                                                        ctx: ApiContext) -> None:
+    missing = client.get("/api/v1/nowhere")
+    assert (missing.status_code, missing.json()["detail"]) == (
+        404, "GET /api/v1/nowhere: not found")
+    assert missing.headers["content-type"] == "application/problem+json"
+    wrong = client.delete("/api/v1/devices")
+    assert wrong.status_code == 405
+    assert wrong.headers["allow"] == "GET"
+    assert wrong.json()["title"] == "Method Not Allowed"
+    ctx.store = None
+    storeless = client.get("/api/v1/diagnose")
+    assert storeless.status_code == 503
+    assert "keeps no store" in storeless.json()["detail"]
+
+
+def test_a_crash_is_a_problem_too(ctx: ApiContext) -> None:
+    class Broken:
+        def inject(self, request: FaultRequest) -> dict[str, object]:
+            raise RuntimeError("the twin is gone")
+
+    ctx.injector = Broken()
+    client = TestClient(create_app(ctx), raise_server_exceptions=False)
+    crashed = client.post("/api/v1/sim/faults", headers=auth(),
+                          json={"type": "nic_down", "entity": "host-000:nic0"})
+    assert crashed.status_code == 500
+    assert crashed.json() == {"type": "about:blank", "title": "Internal Server Error",
+                              "status": 500,
+                              "detail": "POST /api/v1/sim/faults failed: RuntimeError"}
 
 
 def test_fault_injection_only_on_a_simulated_fabric(client: TestClient,

@@ -249,4 +249,4 @@ def test_series_and_devices_answer_from_the_running_stack(injected: Stack) -> No
     ports = {p["port"]: p for p in json.loads(body)["ports"]}
     assert ports["leaf-1:eth50"]["link"] == FAULTY_LINK
     status, _ = _get(f"{injected.api}/api/v1/series?entity=leaf-1:eth50&metric=bogus")
-    assert status == 400
+    assert status == 422
