@@ -7,6 +7,11 @@ to values of gauges. A crossing raises one event when the series enters the
 condition and one ``cleared`` event when it leaves it; an anomaly is a rate far
 from the series' exponentially weighted mean (in standard deviations, after a
 warm-up), with the same enter/clear pairing.
+
+Thresholds are per second, so a limit means the same at any sampling interval
+(a 100 ms sample holding 300 pause frames is 3,000 frames/s). The anomaly
+mean, its weight and its warm-up count samples: a series sampled at 100 ms
+warms up and forgets ten times faster, in time, than at 1 s.
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ DEFAULT_ANOMALY_METRICS = ("in_octets", "out_octets", "ecn_marked_pkts", "cnp_se
 
 
 class EventConfig(BaseModel):
-    """Which changes are key events (defaults suit a RoCE fabric at 1-10 s sampling)."""
+    """Which changes are key events (defaults suit a RoCE fabric at 0.1-10 s sampling)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -1,12 +1,20 @@
-"""Faults resolved onto the fabric's arrays, and their effect at a given time.
+"""Faults resolved onto the fabric's arrays, and their effect in a given tick.
 
 ``FaultBook`` keeps the injected faults, their ground truth, and for each the
-indices it acts on; ``effects(t)`` folds the faults active at ``t`` into one
-``TickEffects`` for the engine.
+indices it acts on; ``effects(tick)`` folds the faults active in that tick into
+one ``TickEffects`` for the engine.
+
+Fault times are in seconds and land on ticks by ``fault_ticks``: a fault acts
+on every tick that starts in ``[start_s, start_s + duration_s)``, within a
+millionth of a tick (so ``k * tick_s`` rounding never moves a fault by a
+tick). A fault shorter than a tick acts on the tick that holds it (its
+middle, if no tick starts inside it); a pause it causes lasts only its share
+of that tick, so a 0.3 s PFC storm at 1 s ticks sends 0.3 s of pause frames.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +34,20 @@ I32 = npt.NDArray[np.int32]
 B = npt.NDArray[np.bool_]
 OPTIC_FLOOR_DBM = -9.0  # receive power below which the bit error rate climbs
 NOMINAL_RX_DBM = -2.0
+TICK_TOLERANCE = 1e-6  # of a tick: how far k * tick_s may miss a fault's start or end
+
+
+def fault_ticks(spec: FaultSpec, tick_s: float) -> tuple[int, float, float]:
+    """The ticks ``[first, stop)`` a fault acts on (``stop`` inf: to the end of the run),
+    and the share of each of those ticks it lasts (1 unless it is shorter than a tick)."""
+    first = math.ceil(spec.start_s / tick_s - TICK_TOLERANCE)
+    if spec.duration_s is None:
+        return first, math.inf, 1.0
+    stop = math.ceil((spec.start_s + spec.duration_s) / tick_s - TICK_TOLERANCE)
+    if stop <= first:
+        first = math.floor((spec.start_s + spec.duration_s / 2) / tick_s)
+        stop = first + 1
+    return first, stop, min(1.0, spec.duration_s / tick_s)
 
 
 @dataclass
@@ -57,10 +79,11 @@ class Resolved:
 
 
 class FaultBook:
-    """The faults of a run, resolved against one fabric."""
+    """The faults of a run, resolved against one fabric stepped ``tick_s`` seconds a tick."""
 
-    def __init__(self, fabric: Fabric) -> None:
+    def __init__(self, fabric: Fabric, tick_s: float = 1.0) -> None:
         self.fabric = fabric
+        self.tick_s = tick_s
         self.faults: list[Resolved] = []
 
     def add(self, spec: FaultSpec, incast_senders: I32 | None = None) -> int:
@@ -102,11 +125,21 @@ class FaultBook:
         port = fab.port_index(spec.entity)
         return np.array([fab.port_rx_ch[port]], np.int32), int(fab.port_node[port])
 
-    def active(self, t_s: float) -> list[Resolved]:
-        return [r for r in self.faults if r.spec.start_s <= t_s < r.spec.end_s()]
+    def active(self, tick: int) -> list[tuple[Resolved, float]]:
+        """The faults acting on ``tick``, each with the share of the tick it lasts."""
+        out = []
+        for r in self.faults:
+            first, stop, share = fault_ticks(r.spec, self.tick_s)
+            if first <= tick < stop:
+                out.append((r, share))
+        return out
 
-    def effects(self, t_s: float, admin_up: B | None = None) -> TickEffects:
-        """Fold every fault active at ``t_s`` into arrays.
+    def ended_before(self, tick: int) -> list[Resolved]:
+        """The faults whose last tick was ``tick - 1``."""
+        return [r for r in self.faults if fault_ticks(r.spec, self.tick_s)[1] == tick]
+
+    def effects(self, tick: int, admin_up: B | None = None) -> TickEffects:
+        """Fold every fault acting on ``tick`` into arrays.
 
         ``admin_up`` (per link) is the operator's port state: a PFC deadlock
         whose cycle has a link shut is broken, and its buffers drain.
@@ -120,15 +153,18 @@ class FaultBook:
             rx_offset_db=np.zeros(fab.n_ports), node_down=np.zeros(fab.n_nodes, bool),
             port_silent=np.zeros(fab.n_ports, bool),
         )
-        for r in self.active(t_s):
+        t_s = tick * self.tick_s
+        for r, share in self.active(tick):
             if (r.spec.type is FaultType.PFC_DEADLOCK and admin_up is not None
                     and not admin_up[r.channels // 2].all()):
                 continue
-            _apply(fx, r, t_s - r.spec.start_s, fab)
+            elapsed_s = max(0.0, t_s - r.spec.start_s) + TICK_TOLERANCE * self.tick_s
+            _apply(fx, r, elapsed_s, share, fab)
         return fx
 
 
-def _apply(fx: TickEffects, r: Resolved, elapsed_s: float, fab: Fabric) -> None:
+def _apply(fx: TickEffects, r: Resolved, elapsed_s: float, share: float, fab: Fabric) -> None:
+    """Add one fault's effect, ``elapsed_s`` after its start, lasting ``share`` of the tick."""
     t, ch, p = r.spec.type, r.channels, r.spec.typed_params()
     links = np.unique(ch // 2)
     if t in (FaultType.LINK_DOWN, FaultType.NIC_DOWN):
@@ -144,7 +180,9 @@ def _apply(fx: TickEffects, r: Resolved, elapsed_s: float, fab: Fabric) -> None:
         drop = p.decay_db_per_s * elapsed_s
         fx.rx_offset_db[fab.ch_rx_port[ch]] -= drop
         fx.loss[ch] = np.maximum(fx.loss[ch], optic_loss(NOMINAL_RX_DBM - drop))
-    elif t in (FaultType.PFC_STORM, FaultType.PFC_DEADLOCK):
+    elif t is FaultType.PFC_STORM:
+        fx.pause_fixed[ch] = np.maximum(fx.pause_fixed[ch], share)
+    elif t is FaultType.PFC_DEADLOCK:
         fx.pause_fixed[ch] = 1.0
     elif t is FaultType.SLOW_RECEIVER:
         fx.drain_share[ch] = np.minimum(fx.drain_share[ch], p.drain_share)

@@ -1,12 +1,17 @@
 """The simulator: a deterministic, time-stepped fluid model of a RoCE fabric.
 
 ``Simulator(topology, config)`` is inert; add jobs and faults, then ``step()``
-advances one tick of ``tick_s`` simulated seconds. ``frames()`` gives the
-telemetry of the tick just simulated; ``control`` is the fabric's control
-surface; ``settings`` its running RoCE configuration, which the physics obeys and
-configuration faults change; ``ground_truth()`` is for scoring only. A switch's ECMP hash fields
-come from its configuration (``hash_config``, set through ``control``) once it
-has one, and until then from the faults in effect.
+advances one tick of ``tick_s`` simulated seconds (1 s by default; 0.1 s
+resolves sub-second episodes such as a short PFC storm, at ten times the cost
+per simulated second). Every rate, counter increment and pause is scaled by
+``tick_s``, so a steady fabric shows the same per-second rates at any tick;
+fault times land on ticks as ``effects.fault_ticks`` says. ``frames()`` gives
+the telemetry of the tick just simulated, stamped at its end; ``control`` is
+the fabric's control surface; ``settings`` its running RoCE configuration,
+which the physics obeys and configuration faults change; ``ground_truth()`` is
+for scoring only. A switch's ECMP hash fields come from its configuration
+(``hash_config``, set through ``control``) once it has one, and until then
+from the faults in effect.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricops.core.frame import Frame
 from fabricops.core.topology import Topology
 from fabricops.simulator.control import HASH_L3, HASH_UNSET, Control
-from fabricops.simulator.effects import FaultBook, TickEffects
+from fabricops.simulator.effects import TICK_TOLERANCE, FaultBook, TickEffects
 from fabricops.simulator.fabric import compile_fabric
 from fabricops.simulator.faults import FaultError, FaultSpec, FaultType, GroundTruth
 from fabricops.simulator.observe import TickObservation
@@ -72,7 +77,7 @@ class Simulator:
                                       self.config.lossless_priorities[0], self.reroute_all)
         self._setting_faults = SettingFaults(self.settings)
         self.workload = Workload(fab, rng_work)
-        self.faults = FaultBook(fab)
+        self.faults = FaultBook(fab, self.config.tick_s)
         self.telemetry = Telemetry(fab, self.config.lossless_priorities)
         self.control = Control(self)
         self.tick = 0
@@ -157,9 +162,10 @@ class Simulator:
     def step(self) -> TickObservation:
         """Simulate one tick; return what happened in it."""
         t = self.time_s
-        self._setting_faults.step(t, [r.spec for r in self.faults.faults])
-        fx = self.faults.effects(t, self.admin_up)
-        self._reboot_returning(t)
+        self._setting_faults.step(t + TICK_TOLERANCE * self.config.tick_s,
+                                  [r.spec for r in self.faults.faults])
+        fx = self.faults.effects(self.tick, self.admin_up)
+        self._reboot_returning()
         self._update_links(fx, t)
         self._apply_hashing(fx.l3_only)
         self._converge(t)
@@ -234,12 +240,11 @@ class Simulator:
         self.router.refresh()
         self.reroute_all()
 
-    def _reboot_returning(self, t: float) -> None:
-        for r in self.faults.faults:
-            if r.spec.type is FaultType.SWITCH_DOWN and r.spec.duration_s is not None:
-                back = r.spec.end_s()
-                if t - self.config.tick_s < back <= t:
-                    self.telemetry.reset_node(r.node)
+    def _reboot_returning(self) -> None:
+        """A switch back from ``switch_down`` has rebooted: its counters start from zero."""
+        for r in self.faults.ended_before(self.tick):
+            if r.spec.type is FaultType.SWITCH_DOWN:
+                self.telemetry.reset_node(r.node)
 
     def optics(self) -> tuple[F64, F64, F64]:
         """Per-port transmit-power base, per-link insertion loss, per-port temperature base."""

@@ -1,7 +1,9 @@
 """Per-tick fluid physics of a lossless RoCE fabric, on arrays.
 
 Flows follow *effective paths*: channel indices, padded with the dummy channel
-(index ``n``, infinite capacity). Rates are in bits/s, queues in bytes.
+(index ``n``, infinite capacity). Rates are in bits/s, queues in bytes, pause
+as a share of the tick: nothing here depends on the tick's length, which only
+the caller multiplies in when it turns rates into counts.
 
 - Sharing: a multiplicative proportional fit: every flow is scaled by the
   tightest capacity/load ratio on its path, a few times; each pass yields a
@@ -14,8 +16,8 @@ Flows follow *effective paths*: channel indices, padded with the dummy channel
 - PFC: a switch pauses an ingress channel for the share of its capacity that
   carries traffic into egress channels it cannot drain; pause spreads one hop
   upstream per tick.
-- DCQCN: a tick (about a second) is far longer than DCQCN's microsecond
-  control loop, so each tick is its converged state: a sender whose receiver
+- DCQCN: a tick (0.1 s to a few seconds) is far longer than DCQCN's
+  microsecond control loop, so each tick is its converged state: a sender whose receiver
   returns CNPs runs at its fair share, cut further when its packets are marked
   beyond the equilibrium rate; a sender that gets no CNPs back (its packets
   are stuck behind a pause, or ECN is off where it is congested) keeps

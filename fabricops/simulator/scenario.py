@@ -66,6 +66,19 @@ class Scenario(BaseModel):
         return SimConfig.model_validate({**self.sim, "seed": self.seed, "tick_s": self.tick_s})
 
 
+def with_tick(scenario: Scenario, tick_s: float | None) -> Scenario:
+    """``scenario`` stepped every ``tick_s`` simulated seconds (None: its own tick).
+
+    Its faults and jobs keep their times in seconds; ScenarioError names a tick
+    out of range."""
+    if tick_s is None:
+        return scenario
+    try:
+        return Scenario.model_validate({**scenario.model_dump(), "tick_s": tick_s})
+    except ValidationError as exc:
+        raise ScenarioError(f"scenario {scenario.name!r}: {_describe(exc)}") from None
+
+
 def _describe(exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = ".".join(str(x) for x in err["loc"]) or "(top level)"

@@ -92,8 +92,8 @@ def _pause_next(sim: Simulator, epath: I32, offered: F64, rate: F64, demand: F64
     fab, cfg = sim.fabric, sim.config.physics
     onset = (demand > 0.0) & (sim.prev_demand_bps <= 0.0)
     surplus = np.maximum(offered - rate, 0.0)
-    excess = np.where(deaf, surplus, np.where(onset, surplus * cfg.onset_s / sim.config.tick_s,
-                                              0.0))
+    overrun = min(1.0, cfg.onset_s / sim.config.tick_s)  # share of the tick before DCQCN acts
+    excess = np.where(deaf, surplus, np.where(onset, surplus * overrun, 0.0))
     sim.prev_demand_bps = demand
     pfc_capable = np.append(~fab.node_is_host[fab.ch_rx_node()], False)
     return ph.pause_pressure(epath, excess, backlogged, len(nominal), pfc_capable, nominal)

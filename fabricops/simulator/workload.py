@@ -81,6 +81,7 @@ class FlowTable:
 
 
 COMPUTE, COMM, WAITING = 0, 1, 2
+PHASE_TOLERANCE = 1e-6  # of a tick: a phase that ends this close to a tick's end ends with it
 
 
 class Workload:
@@ -186,7 +187,13 @@ class Workload:
         return self.flows.append(src, dst, job, sport + np.uint64(ROCE_SPORT_BASE))
 
     def begin_tick(self, t_s: float, dt_s: float) -> F64:
-        """Advance phases to time ``t_s``; return each job's share of the tick spent in comm."""
+        """Advance phases to time ``t_s``; return each job's share of the tick spent in comm.
+
+        A compute phase ends within the tick where its time runs out; what is left
+        of that tick is spent in the collective, so a job's rhythm does not depend
+        on the tick length (beyond the collective's own end, which waits for the
+        tick's end).
+        """
         share = np.zeros(len(self.specs))
         for j, spec in enumerate(self.specs):
             if self.phase[j] == WAITING and t_s + dt_s > spec.start_s and self.hosts[j]:
@@ -194,7 +201,7 @@ class Workload:
                 self.compute_left[j] = spec.compute_s + max(0.0, spec.start_s - t_s)
             if self.phase[j] == COMPUTE:
                 self.compute_left[j] -= dt_s
-                if self.compute_left[j] < 0:
+                if self.compute_left[j] < -PHASE_TOLERANCE * dt_s:
                     self._start_comm(j)
                     share[j] = min(1.0, -self.compute_left[j] / dt_s)
             elif self.phase[j] == COMM:

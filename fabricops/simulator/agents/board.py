@@ -2,16 +2,24 @@
 
 The simulation driver publishes each tick's frames here; protocol agents (SNMP,
 gNMI, INT) read from it and never touch the simulator itself. A device that
-is down has no frame, so its agents stop answering for it.
+is down has no frame, so its agents stop answering for it. A push collector
+(``add_listener``) gets every tick's frames as they are published, so none is
+missed at any tick length.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
+from fabricops.core.logthrottle import ThrottledLog
+
+log = logging.getLogger(__name__)
+FrameListener = Callable[[Sequence[Frame]], object]
 
 
 @dataclass(frozen=True)
@@ -43,10 +51,19 @@ class FrameBoard:
         self._cache: dict[str, DeviceValues] = {}
         self._tick = 0
         self._cond = threading.Condition()
+        self._listeners: list[FrameListener] = []
+        self._warnings = ThrottledLog(log)
+        self.listener_errors = 0
 
     @property
     def tick(self) -> int:
         return self._tick
+
+    def add_listener(self, listener: FrameListener) -> None:
+        """Call ``listener(frames)`` with every tick's frames once the board holds them, on
+        the publishing thread. One that raises is counted in ``listener_errors`` and
+        logged (throttled); the others and the fabric go on."""
+        self._listeners.append(listener)
 
     def publish(self, frames: list[Frame]) -> None:
         """Replace every device's frame with this tick's (devices absent are down)."""
@@ -55,6 +72,12 @@ class FrameBoard:
             self._cache = {}
             self._tick += 1
             self._cond.notify_all()
+        for listener in self._listeners:
+            try:
+                listener(frames)
+            except Exception as exc:  # a collector's fault must not stop the fabric
+                self.listener_errors += 1
+                self._warnings.error("listener", "frame listener %r failed: %r", listener, exc)
 
     def latest(self, device: str) -> Frame | None:
         return self._frames.get(device)
