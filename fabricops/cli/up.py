@@ -19,6 +19,7 @@ from fabricops.api.alerts import AlertsConfig
 from fabricops.api.platform_metrics import PlatformMetrics, PlatformMetricsConfig
 from fabricops.api.server import api_url
 from fabricops.api.stack_metrics import StackMetrics
+from fabricops.cli.api_client import TOKEN_FILE
 from fabricops.cli.common import fail, stderr_console, stderr_is_terminal
 from fabricops.cli.lifecycle import Running, running_command
 from fabricops.cli.preflight import checked_alerts, checked_db, checked_webhook, free_port, named
@@ -26,9 +27,16 @@ from fabricops.cli.serve_common import (
     METRICS_HOST,
     Bootstrap,
     BusKind,
+    GnmiPasswordFile,
+    GnmiSecurity,
+    GnmiSelfSigned,
+    GnmiTlsCert,
+    GnmiTlsKey,
+    GnmiUsername,
     MetricsPort,
     Seconds,
     checked_bus,
+    checked_gnmi_security,
     start_bus,
     start_metrics,
 )
@@ -47,10 +55,12 @@ from fabricops.core.inventory import Inventory, load_inventory
 from fabricops.core.wording import counted
 from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
 from fabricops.simulator.agents.service import SimulatedFabric, SimulatedFabricConfig
-from fabricops.simulator.scenario import Scenario, build_simulator
+from fabricops.simulator.scenario import Scenario, build_simulator, with_tick
 
 #: Where the simulated fabric's agents listen and its INT reports go, in ``up``.
 LOOPBACK = "127.0.0.1"
+#: Where ``up`` keeps what it makes for local commands (API token, gNMI certificate).
+DATA_DIR = TOKEN_FILE.parent
 
 
 def up(
@@ -60,6 +70,9 @@ def up(
     = None,
     speed: Annotated[float, typer.Option(min=0.01, help="Simulated seconds per wall second")]
     = 1.0,
+    tick: Annotated[float | None, typer.Option(
+        "--tick", min=0.001, max=60, help="Simulated seconds per twin tick (default: the "
+        "scenario's; 0.1 resolves sub-second episodes such as a short PFC storm)")] = None,
     duration: Seconds = 0.0,
     bus_kind: BusKind = "memory",
     bootstrap: Bootstrap = "127.0.0.1:9092",
@@ -104,6 +117,11 @@ def up(
     gnmi_port: Annotated[int, typer.Option(
         "--gnmi-port", min=0, max=65535,
         help="TCP port on 127.0.0.1 of the fabric's gNMI target (0: any free port)")] = 0,
+    gnmi_tls_cert: GnmiTlsCert = None,
+    gnmi_tls_key: GnmiTlsKey = None,
+    gnmi_tls_self_signed: GnmiSelfSigned = False,
+    gnmi_username: GnmiUsername = None,
+    gnmi_password_file: GnmiPasswordFile = None,
 ) -> None:
     """Run the stack on the embedded default: a simulated fabric, collectors, pipeline,
     root-cause analysis and remediation.
@@ -119,17 +137,22 @@ def up(
     approval or applies it, verifies it and rolls it back if it did not help.
     The REST API (and Prometheus /metrics) listens on 127.0.0.1:8080: ask it
     with `fabricops diagnose`, break the fabric with `fabricops sim inject`.
-    A status line shows targets up and what moved. Ctrl-C stops it.
+    A status line shows targets up and what moved. Ctrl-C stops it. The gNMI
+    target takes TLS (--gnmi-tls-cert/--gnmi-tls-key, or --gnmi-tls-self-signed
+    into fabricops-data/) and a login (--gnmi-username, the password in
+    $FABRICOPS_GNMI_PASSWORD or --gnmi-password-file); the gNMI collector is
+    given the same.
 
         fabricops up --duration 30
         fabricops up --preset pfc-storm --speed 5 --remediation auto
         fabricops up --bus kafka -b 127.0.0.1:9092 --webhook http://127.0.0.1:9000/hook
+        FABRICOPS_GNMI_PASSWORD=... fabricops up --gnmi-tls-self-signed --gnmi-username admin
     """
     console = stderr_console()
     with running_command() as running:
         if actuator not in ACTUATORS:
             raise fail(f"--actuator {actuator}: must be one of {', '.join(ACTUATORS)}")
-        live = live_scenario(scenario, preset)
+        live = live_scenario(scenario, preset, tick)
         checked_db(db)
         alerts = checked_alerts(alerts_file)
         hook = checked_webhook(webhook, webhook_secret) if webhook else None
@@ -140,19 +163,28 @@ def up(
                                 ("--gnmi-port", gnmi_port, False)):
             if port:
                 free_port(flag, LOOPBACK, port, udp=udp)
+        security = checked_gnmi_security(
+            cert=gnmi_tls_cert, key=gnmi_tls_key, self_signed=gnmi_tls_self_signed,
+            username=gnmi_username, password_file=gnmi_password_file, data_dir=DATA_DIR,
+            hosts=(LOOPBACK,))
+        if actuator == "gnmi" and security.credentials():
+            raise fail("--actuator gnmi sends its changes without the gNMI target's TLS and "
+                       "login; use --actuator simulator with --gnmi-tls-*/--gnmi-username")
         with named("--webhook", webhook):
             receivers = alerts_config(alerts, hook, api_url(api_host, api_port))
         fabric = SimulatedFabric(build_simulator(live), SimulatedFabricConfig.model_validate({
             "speed": speed, "snmp_interval_s": snmp_interval, "gnmi_interval_s": gnmi_interval,
             "host_telemetry": True, "snmp": {"host": LOOPBACK, "port": snmp_port},
-            "gnmi": {"host": LOOPBACK, "port": gnmi_port},
+            "gnmi": {"host": LOOPBACK, "port": gnmi_port, **security.target_fields()},
             "int_exporter": {"collector_host": LOOPBACK, "collector_port": int_port}}))
         stack = _start_stack(running, fabric, bus_config, db, receivers, mode=remediation,
-                             actuator=actuator)
+                             actuator=actuator, security=security)
         api = start_fabric_api(running, stack.analysis.store, fabric, host=api_host,
                                port=api_port, token=make_token(api_token))
         console.print(f"API on {api.url} (docs {api.url}/docs, metrics {api.url}/metrics); "
                       f"try: fabricops diagnose --api {api.url}")
+        if security.credentials():
+            console.print(f"gNMI target on {fabric.gnmi.address}: {security.describe()}")
         final, ran_s = watch(running, stack.collection, fabric, duration, console,
                              stack.pipeline, stack.diagnoses)
     if not stderr_is_terminal():
@@ -175,7 +207,8 @@ class _Stack:
 
 
 def _start_stack(running: Running, fabric: SimulatedFabric, bus_config: BusConfig, db: str,
-                 receivers: AlertsConfig, *, mode: ActionMode, actuator: str) -> _Stack:
+                 receivers: AlertsConfig, *, mode: ActionMode, actuator: str,
+                 security: GnmiSecurity) -> _Stack:
     """Bus, pipeline, fabric, analysis, alerts, collectors and metrics, in that order.
 
     ``running`` stops them in the reverse one, the bus drained once the
@@ -192,7 +225,8 @@ def _start_stack(running: Running, fabric: SimulatedFabric, bus_config: BusConfi
     analysis = start_analysis(running, bus, fabric, db, mode=mode, actuator=actuator)
     start_alerts(running, receivers, bus, analysis.store)
     running.started(lambda: _drain(bus))
-    collection = _start_collection(running, fabric.inventory(), bus, PROTOCOLS)
+    collection = _start_collection(running, security.secure(fabric.inventory()), bus,
+                                   PROTOCOLS)
     metrics = StackMetrics(running.registry, bus, pipeline, topology, collection,
                            liveness=running.liveness)
     running.started(metrics.stop)
@@ -214,20 +248,29 @@ def _start_collection(running: Running, inventory: Inventory, bus: Bus,
     return collection
 
 
-def live_scenario(file: Path | None, preset: str | None) -> Scenario:
-    """The scenario of SCENARIO or ``--preset`` (errors naming it), on the wall clock."""
+def live_scenario(file: Path | None, preset: str | None,
+                  tick_s: float | None = None) -> Scenario:
+    """The scenario of SCENARIO or ``--preset`` (errors naming it), ticking every
+    ``tick_s`` (``--tick``; None: its own), on the wall clock."""
     if preset is not None and file is None:
         with named("--preset", preset):
-            return on_wall_clock(choose_scenario(None, preset))
-    return on_wall_clock(choose_scenario(file, preset))
+            return on_wall_clock(with_tick(choose_scenario(None, preset), tick_s))
+    return on_wall_clock(with_tick(choose_scenario(file, preset), tick_s))
 
 
 def on_wall_clock(scenario: Scenario) -> Scenario:
-    """A live twin starts its clock now, like a real fabric (unless the scenario sets it)."""
+    """A live twin's clock reads the wall clock, like a real fabric's (unless the scenario
+    sets it), and its frames are never stamped ahead of it.
+
+    A frame is stamped at the end of the tick it covers, while the driver simulates
+    a tick as soon as its wall-clock period starts (the first one at once): the clock
+    therefore starts one tick before now, now rounded down to a whole tick, so the
+    first frame is stamped at or before the wall-clock time it is published."""
     if "start_time_ns" in scenario.sim:
         return scenario
-    now = time.time_ns() // 10**9 * 10**9
-    return scenario.model_copy(update={"sim": {**scenario.sim, "start_time_ns": now}})
+    tick_ns = max(round(scenario.tick_s * 1e9), 1)
+    start = time.time_ns() // tick_ns * tick_ns - tick_ns
+    return scenario.model_copy(update={"sim": {**scenario.sim, "start_time_ns": start}})
 
 
 def collect(

@@ -56,6 +56,11 @@ def _serve(component: str, *extra: str) -> tuple[str, ...]:
             "--db", "sqlite:///{dir}/f.db", *extra)
 
 
+def _sim(*extra: str) -> tuple[str, ...]:
+    return ("serve", "sim", "--duration", "30", "--out", "{dir}/sim", "--snmp-port", "0",
+            "--gnmi-port", "0", "--api-port", "0", *extra)
+
+
 CASES = (
     Case("up: missing alerts file", _up("--alerts", "{dir}/missing.yaml"),
          ("--alerts", "missing.yaml", "No such file")),
@@ -79,6 +84,20 @@ CASES = (
     Case("serve api: port taken",
          ("serve", "api", "--db", "sqlite:///{dir}/f.db", "--port", "{port}"),
          ("--port", "{port}", "in use"), taken="tcp"),
+    Case("up: gNMI username without a password", _up("--gnmi-username", "admin"),
+         ("--gnmi-username", "admin", "FABRICOPS_GNMI_PASSWORD", "--gnmi-password-file")),
+    Case("up: gNMI password file missing",
+         _up("--gnmi-username", "admin", "--gnmi-password-file", "{dir}/missing.pw"),
+         ("--gnmi-password-file", "missing.pw", "No such file")),
+    Case("up: gNMI Set actuator with a secured target",
+         _up("--actuator", "gnmi", "--gnmi-tls-self-signed"),
+         ("--actuator gnmi", "TLS and login", "--actuator simulator")),
+    Case("serve sim: gNMI TLS certificate without its key",
+         _sim("--gnmi-tls-cert", "{dir}/broken.yaml"),
+         ("--gnmi-tls-cert", "--gnmi-tls-key", "go together")),
+    Case("serve sim: gNMI TLS certificate not PEM",
+         _sim("--gnmi-tls-cert", "{dir}/broken.yaml", "--gnmi-tls-key", "{dir}/broken.yaml"),
+         ("--gnmi-tls-cert", "broken.yaml", "not a PEM certificate")),
 )
 
 

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fabricops.cli.main import app
+from fabricops.cli.up import on_wall_clock
+from fabricops.simulator.scenario import Scenario, build_simulator
 
 ENV = {"COLUMNS": "200", "FORCE_COLOR": ""}
 
@@ -106,3 +110,19 @@ def test_up_restores_a_misconfigured_ecn_profile(tmp_path: Path) -> None:
     actions = [a for a in json.loads(listed.stdout) if a["target"] == "leaf-1"]
     assert [a["kind"] for a in actions] == ["restore_config"], actions
     assert actions[0]["state"] in ("applied", "verified"), actions[0]["audit"]
+
+
+@pytest.mark.parametrize("tick_s", [0.1, 1.0, 2.5])
+def test_a_live_twin_stamps_no_frame_ahead_of_the_wall_clock(tick_s: float) -> None:
+    """The driver simulates a tick when its wall-clock period starts and stamps its frame
+    at the tick's end: the clock starts a tick early, so that stamp is never in the
+    future, and lags the wall clock by less than a tick."""
+    scenario = Scenario.model_validate({
+        "tick_s": tick_s, "topology": {"builder": "leaf_spine", "params": {"gpus": 16}}})
+    sim = build_simulator(on_wall_clock(scenario))
+    sim.step()
+    published = time.time_ns()
+    stamp = sim.frames()[0].ts_ns
+    assert stamp <= published
+    assert published - stamp < round(tick_s * 1e9) + 1_000_000_000  # building took < 1 s
+    assert stamp % round(tick_s * 1e9) == 0

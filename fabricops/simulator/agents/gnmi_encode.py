@@ -2,18 +2,16 @@
 
 A target sends the same leaves of a device tick after tick, so each frame layout
 (a device's entities and metric order) is turned into a ``LeafTable`` once: per
-sample, its keyed OpenConfig path, that path's encoded bytes and the kind of its
-value. A notification is then the cached paths joined with freshly encoded
-values. The bytes are standard protobuf of gnmi.proto 0.8.0 and parse with
-``gnmi_pb2``. Values: counters ``uint_val``, gauges ``double_val``, states
-``string_val`` (oper-status ``"UP"``/``"DOWN"``); in JSON_IETF, RFC 7951 style
-(64-bit counters as strings, gauges as numbers, states as strings).
+sample, its keyed OpenConfig path, that path's encoded bytes, the kind of its
+metric and the YANG type of its leaf. A notification is then the cached paths
+joined with freshly encoded values (PROTO, JSON or JSON_IETF, see
+:mod:`~fabricops.simulator.agents.gnmi_typed`) under a prefix encoded once per
+RPC. The bytes are standard protobuf of gnmi.proto 0.8.0 and parse with
+``gnmi_pb2``.
 """
 
 from __future__ import annotations
 
-import math
-import struct
 import threading
 from collections.abc import Sequence
 from typing import Final
@@ -25,34 +23,29 @@ from pygnmi.spec.v080 import gnmi_pb2
 from fabricops.core.catalogue import MetricKind
 from fabricops.core.entities import EntityError, split_port
 from fabricops.core.frame import Frame
-from fabricops.core.openconfig import OPER_STATUS_NAMES, OcPath, OpenConfigSchema, matches
+from fabricops.core.openconfig import OcPath, OpenConfigSchema, matches
+from fabricops.simulator.agents.gnmi_typed import (
+    JSON,
+    JSON_IETF,
+    PROTO,
+    ValueEncoder,
+    field,
+    leaf_type,
+    value_encoder,
+    varint,
+)
 
-PROTO: Final = gnmi_pb2.PROTO
-JSON_IETF: Final = gnmi_pb2.JSON_IETF
+__all__ = ["COUNTER", "GAUGE", "JSON", "JSON_IETF", "PROTO", "STATE", "SYNC_RESPONSE",
+           "LeafTable", "LeafTables", "encode_notification", "get_response", "gnmi_path",
+           "path_bytes", "prefix_bytes", "subscribe_response", "value_encoder", "varint"]
+
 UNSERVED, COUNTER, GAUGE, STATE = -1, 0, 1, 2
 _KIND_CODE: Final = {MetricKind.COUNTER: COUNTER, MetricKind.GAUGE: GAUGE,
                      MetricKind.STATE: STATE}
-_SMALL: Final = tuple(bytes((i,)) for i in range(128))
-_DOUBLE: Final = struct.Struct("<d")
 _TABLES_MAX: Final = 4096
 
 SYNC_RESPONSE: Final[bytes] = gnmi_pb2.SubscribeResponse(sync_response=True).SerializeToString()
-
-
-def varint(value: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative integer."""
-    if value < 0x80:
-        return _SMALL[value]
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _field(tag: bytes, payload: bytes) -> bytes:
-    return tag + varint(len(payload)) + payload
+_PROTO_ENCODER: Final = value_encoder(PROTO)
 
 
 def gnmi_path(path: OcPath, target: str = "") -> object:
@@ -68,7 +61,7 @@ def path_bytes(path: OcPath) -> bytes:
 
 
 class LeafTable:
-    """The leaves of one frame layout: per sample, its path and how its value encodes."""
+    """The leaves of one frame layout: per sample, its path, metric kind and YANG type."""
 
     def __init__(self, frame: Frame, schema: OpenConfigSchema, heads: dict[tuple[str, int], bytes]):
         catalogue = schema.catalogue
@@ -76,21 +69,27 @@ class LeafTable:
         self.paths: list[OcPath | None] = []
         self.heads: list[bytes] = []
         self.kinds: list[int] = []
+        self.types: list[int] = []
+        self.digits: list[int] = []
         for e, m in zip(frame.entity_idx.tolist(), frame.metric.tolist(), strict=True):
             metric = catalogue.by_id(m) if catalogue.is_known[m] else None
             if names[e] is None or metric is None or not metric.family.sources.openconfig_path:
                 self.paths.append(None)
                 self.heads.append(b"")
                 self.kinds.append(UNSERVED)
+                self.types.append(0)
+                self.digits.append(0)
                 continue
             path = schema.leaf_path(metric, names[e] or "")
             key = (names[e] or "", m)
             if key not in heads:
-                heads[key] = _field(b"\x0a", path_bytes(path))
+                heads[key] = field(b"\x0a", path_bytes(path))
+            typed = leaf_type(metric)
             self.paths.append(path)
             self.heads.append(heads[key])
             self.kinds.append(_KIND_CODE[metric.kind])
-        self._kinds = np.array(self.kinds, dtype=np.int8)
+            self.types.append(typed.code)
+            self.digits.append(typed.fraction_digits)
         self._selections: dict[tuple[OcPath, tuple[int, ...]], NDArray[np.intp]] = {}
 
     def select(self, pattern: OcPath, kinds: tuple[int, ...] = (COUNTER, GAUGE, STATE),
@@ -144,55 +143,40 @@ class LeafTables:
         return table
 
 
+def prefix_bytes(target: str = "", origin: str = "") -> bytes:
+    """The serialized ``gnmi.Path`` a notification carries as its prefix: the target
+    and origin a request named (empty fields are left out, as the spec asks)."""
+    data: bytes = gnmi_pb2.Path(target=target, origin=origin).SerializeToString()
+    return data
+
+
 def encode_notification(table: LeafTable, raw: NDArray[np.uint64], indices: NDArray[np.intp],
-                        ts_ns: int, target: str, encoding: int = PROTO) -> bytes:
+                        ts_ns: int, prefix: bytes = b"",
+                        encoder: ValueEncoder = _PROTO_ENCODER) -> bytes:
     """A ``gnmi.Notification`` of the leaves ``indices`` with values from ``raw``.
 
-    ``prefix.target`` names the device; ``ts_ns`` (ns since the epoch) is the
-    collection instant of the values, never 0.
+    ``ts_ns`` (ns since the epoch) is when the values were collected, never 0;
+    ``prefix`` is a serialized ``gnmi.Path`` (``prefix_bytes``), left out when
+    empty; ``encoder`` gives each value's TypedValue (``value_encoder``).
     """
     picked = raw[indices]
     ints, floats = picked.tolist(), picked.view(np.float64).tolist()
-    heads, kinds = table.heads, table.kinds
-    encode = _proto_value if encoding == PROTO else _json_value
-    parts = [b"\x08", varint(max(ts_ns, 1)),
-             _field(b"\x12", _field(b"\x22", target.encode()))]
+    heads, kinds, types, digits = table.heads, table.kinds, table.types, table.digits
+    parts = [b"\x08", varint(max(ts_ns, 1))]
+    if prefix:
+        parts.append(field(b"\x12", prefix))
     for n, i in enumerate(indices.tolist()):
-        kind = kinds[i]
-        value = encode(kind, floats[n] if kind == GAUGE else ints[n])
+        value = encoder(types[i], digits[i], floats[n] if kinds[i] == GAUGE else ints[n])
         body = heads[i] + b"\x1a" + varint(len(value)) + value
         parts.append(b"\x22" + varint(len(body)) + body)
     return b"".join(parts)
 
 
-_STATE_PROTO: Final = {code: _field(b"\x0a", name.encode())
-                       for code, name in OPER_STATUS_NAMES.items()}
-_STATE_JSON: Final = {code: _field(b"\x5a", f'"{name}"'.encode())
-                      for code, name in OPER_STATUS_NAMES.items()}
-
-
-def _proto_value(kind: int, value: int | float) -> bytes:
-    if kind == COUNTER:
-        return b"\x18" + varint(int(value))
-    if kind == GAUGE:
-        return b"\x71" + _DOUBLE.pack(value)
-    return _STATE_PROTO.get(int(value)) or _field(b"\x0a", str(value).encode())
-
-
-def _json_value(kind: int, value: int | float) -> bytes:
-    if kind == COUNTER:
-        return _field(b"\x5a", b'"%d"' % value)
-    if kind == GAUGE:
-        text = repr(float(value)) if math.isfinite(value) else f'"{value}"'
-        return _field(b"\x5a", text.encode())
-    return _STATE_JSON.get(int(value)) or _field(b"\x5a", b'"%d"' % value)
-
-
 def subscribe_response(notification: bytes) -> bytes:
     """A ``gnmi.SubscribeResponse`` carrying one encoded notification."""
-    return _field(b"\x0a", notification)
+    return field(b"\x0a", notification)
 
 
 def get_response(notifications: Sequence[bytes]) -> bytes:
     """A ``gnmi.GetResponse`` carrying encoded notifications."""
-    return b"".join(_field(b"\x0a", n) for n in notifications)
+    return b"".join(field(b"\x0a", n) for n in notifications)

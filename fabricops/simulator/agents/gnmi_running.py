@@ -1,13 +1,14 @@
 """The twin's running RoCE configuration over gNMI: Get and Set of its settings.
 
-A Get is answered from the running configuration when it asks for configuration
-(``GetRequest.type`` CONFIG: every setting, or those under the requested paths)
-or when its path is a setting's ``config`` path (``/qos/interfaces/.../config/...``,
-``/ecmp/hash/config/seed``, ``/interfaces/interface/config/mtu``); state paths of the
-same trees stay telemetry. A Set whose every update names a setting
-is applied all or nothing. Paths, keys and value rules are those of
-:mod:`fabricops.core.roce_settings`; values go out as typed scalars with PROTO
-encoding and as JSON_IETF otherwise (no-drop priorities: a JSON list either way).
+A Get answers from the running configuration when it asks for configuration
+(``GetRequest.type`` CONFIG or ALL: every setting, or those under the requested
+paths, ``settings_updates``); state paths of the same trees stay telemetry. A
+Set whose every update names a setting is applied all or nothing. Paths, keys
+and value rules are those of :mod:`fabricops.core.roce_settings`. Values go out
+as their YANG types say: with PROTO encoding ``bool_val``, ``uint_val`` and a
+``leaflist_val`` of ``uint_val`` for the no-drop priorities; with JSON bare JSON
+values; with JSON_IETF the same, but the ``uint64`` leaves (WRED thresholds,
+headroom) as strings (RFC 7951).
 
 Requests are parsed here (pure) and carried out by a ``SettingsHandler``:
 ``DriverSettingsHandler`` on a running simulation, ``MemorySettingsHandler``, the
@@ -19,27 +20,26 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import grpc
 from pygnmi.spec.v080 import gnmi_pb2
 
-from fabricops.core.openconfig import OcPath, bare_name, format_path, matches
+from fabricops.core.openconfig import OcPath, bare_name, matches
 from fabricops.core.roce_settings import (
+    PORT_LEAVES,
     SettingError,
     SettingValue,
     check_value,
     key_of_path,
     leaf_of,
     setting_path,
+    split_key,
     typed_value_of,
 )
 from fabricops.simulator.agents.driver import SimulationDriver
-from fabricops.simulator.agents.gnmi_encode import PROTO, gnmi_path
+from fabricops.simulator.agents.gnmi_encode import JSON_IETF, PROTO, gnmi_path
 from fabricops.simulator.agents.gnmi_stream import GnmiError, path_of
-
-_TREES = (("qos", "interfaces"), ("ecmp", "hash", "config", "seed"),
-          ("interfaces", "interface", "config", "mtu"))
 
 
 class SettingsHandler(Protocol):
@@ -60,39 +60,52 @@ def serves_settings(handler: object) -> bool:
         getattr(handler, "set_settings", None))
 
 
-def asks_for_settings(request_type: int, pattern: OcPath) -> bool:
-    """True if a Get (its type and one path) is answered from the running settings: a
-    CONFIG Get, or a path into a ``config`` container of a settings tree (state paths
-    under the same trees stay telemetry)."""
-    if request_type == gnmi_pb2.GetRequest.CONFIG:
-        return True
+_SCHEMAS: Final = frozenset(
+    tuple(e.name for e in setting_path(key))
+    for key in ("hash_seed", *(f"ports.x.{leaf.key}" for leaf in PORT_LEAVES)))
+
+
+def may_hold_settings(pattern: OcPath) -> bool:
+    """False if no setting can lie at or below ``pattern`` (its element names say so),
+    so a Get there need not read the running configuration."""
     names = tuple(bare_name(e.name) for e in pattern)
-    if names[:4] == ("ecmp", "hash", "config", "seed"):
+    if "*" in names or "..." in names:
         return True
-    if names[:1] == ("interfaces",):
-        return names[2:4] == ("config", "mtu")
-    return names[:2] == ("qos", "interfaces") and "config" in names
+    return any(schema[:len(names)] == names for schema in _SCHEMAS)
+
+
+_UINT64_LEAVES: Final = frozenset({"ecn.min_threshold_bytes", "ecn.max_threshold_bytes",
+                                   "headroom_bytes"})
 
 
 def _typed(key: str, value: SettingValue, encoding: int) -> Any:
+    leaf = split_key(key)[1]
     kind = leaf_of(key).kind
     if kind is str:
-        data = json.dumps([int(p) for p in str(value).split(",") if p]).encode()
-        return gnmi_pb2.TypedValue(json_ietf_val=data)
-    if encoding != PROTO:
-        return gnmi_pb2.TypedValue(json_ietf_val=json.dumps(value).encode())
-    if kind is bool:
-        return gnmi_pb2.TypedValue(bool_val=bool(value))
-    return gnmi_pb2.TypedValue(uint_val=int(value))
+        priorities = [int(p) for p in str(value).split(",") if p]
+        if encoding == PROTO:
+            return gnmi_pb2.TypedValue(leaflist_val=gnmi_pb2.ScalarArray(
+                element=[gnmi_pb2.TypedValue(uint_val=p) for p in priorities]))
+        return _json_typed(json.dumps(priorities), encoding)
+    if encoding == PROTO:
+        if kind is bool:
+            return gnmi_pb2.TypedValue(bool_val=bool(value))
+        return gnmi_pb2.TypedValue(uint_val=int(value))
+    if kind is not bool and encoding == JSON_IETF and leaf in _UINT64_LEAVES:
+        return _json_typed(json.dumps(str(int(value))), encoding)
+    return _json_typed(json.dumps(value), encoding)
 
 
-def settings_notification(pattern: OcPath, device: str, ts_ns: int, encoding: int,
-                          handler: SettingsHandler | None, queue_name: str = "3") -> bytes:
-    """The encoded ``gnmi.Notification`` of ``device``'s settings under ``pattern``
-    (every setting for an empty pattern); GnmiError names what cannot be answered."""
-    if handler is None:
-        raise GnmiError(grpc.StatusCode.UNIMPLEMENTED,
-                        f"target {device!r}: running configuration is not served")
+def _json_typed(text: str, encoding: int) -> Any:
+    if encoding == JSON_IETF:
+        return gnmi_pb2.TypedValue(json_ietf_val=text.encode())
+    return gnmi_pb2.TypedValue(json_val=text.encode())
+
+
+def settings_updates(pattern: OcPath, device: str, encoding: int, handler: SettingsHandler,
+                     queue_name: str = "3") -> list[Any]:
+    """The ``gnmi.Update`` of each of ``device``'s settings under ``pattern`` (every
+    setting for an empty pattern), possibly none; GnmiError if they cannot be read."""
     try:
         running = handler.running_settings(device)
     except (ValueError, TimeoutError) as exc:
@@ -106,13 +119,7 @@ def settings_notification(pattern: OcPath, device: str, ts_ns: int, encoding: in
         if pattern and not matches(pattern, path):
             continue
         updates.append(gnmi_pb2.Update(path=gnmi_path(path), val=_typed(key, value, encoding)))
-    if not updates:
-        raise GnmiError(grpc.StatusCode.NOT_FOUND,
-                        f"target {device!r}: path {format_path(pattern)} has no settings")
-    note = gnmi_pb2.Notification(timestamp=max(ts_ns, 1), prefix=gnmi_pb2.Path(target=device),
-                                 update=updates)
-    data: bytes = note.SerializeToString()
-    return data
+    return updates
 
 
 def settings_changes(request: Any) -> dict[str, SettingValue] | None:

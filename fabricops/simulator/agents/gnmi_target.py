@@ -2,22 +2,31 @@
 
 One gRPC server, many switches: a request's ``prefix.target`` (or its first
 path's ``target``) names the switch; an unknown name is NOT_FOUND and a switch
-that has no frame (down) is UNAVAILABLE, mid-stream too. Capabilities, Get,
-Subscribe (STREAM with SAMPLE / ON_CHANGE / TARGET_DEFINED, ONCE, POLL; see
-:mod:`~fabricops.simulator.agents.gnmi_stream` for the schedule, in device
-time), Set of a port's ``config/enabled`` and of the switch's ECMP hash fields, and
-Get of those hash fields (see :mod:`~fabricops.simulator.agents.gnmi_set`), and Get and
-Set of the running RoCE settings when the Set handler carries them
-(:mod:`~fabricops.simulator.agents.gnmi_running`).
-Leaves and values are those of :mod:`fabricops.core.openconfig` and
-:mod:`~fabricops.simulator.agents.gnmi_encode`; timestamps are the frames'
-(ns since the epoch). Optional TLS and a username/password checked on every RPC
-(gRPC metadata ``username`` and ``password``).
+that has no frame (down) is UNAVAILABLE, mid-stream too. Capabilities, Get
+(by data type, :mod:`~fabricops.simulator.agents.gnmi_get`), Subscribe (STREAM
+with SAMPLE / ON_CHANGE / TARGET_DEFINED, ONCE, POLL; the schedule is in device
+time, :mod:`~fabricops.simulator.agents.gnmi_stream`), Set of a port's
+``config/enabled``, of the switch's ECMP hash fields
+(:mod:`~fabricops.simulator.agents.gnmi_set`) and of the running RoCE settings
+when the Set handler carries them (:mod:`~fabricops.simulator.agents.gnmi_running`).
+
+As the gNMI specification (0.8.0) asks: encodings JSON (the default of a
+request that names none), JSON_IETF and PROTO, values typed as
+:mod:`~fabricops.simulator.agents.gnmi_typed` says; BYTES and ASCII are
+UNIMPLEMENTED and a number outside the enumeration INVALID_ARGUMENT, each
+counted. A request's ``prefix.target`` and ``prefix.origin`` come back in the
+prefix of every notification and SetResponse, and nothing when the request set
+none (2.2.2.1). Timestamps are the device time the values were collected: the
+frame's (ns since the epoch), never later than the newest frame. Optional TLS
+and a username/password checked on every RPC (gRPC metadata ``username`` and
+``password``); a wrong or missing one is UNAUTHENTICATED.
 """
 
 from __future__ import annotations
 
+import hmac
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,36 +38,31 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricops.core.frame import Frame
-from fabricops.core.openconfig import OpenConfigSchema, format_path
+from fabricops.core.openconfig import OpenConfigSchema
 from fabricops.simulator.agents.board import FrameBoard
+from fabricops.simulator.agents.gnmi_clock import DeviceClock
 from fabricops.simulator.agents.gnmi_encode import (
     SYNC_RESPONSE,
     LeafTables,
-    encode_notification,
-    get_response,
+    prefix_bytes,
     subscribe_response,
 )
+from fabricops.simulator.agents.gnmi_get import GetContext, get_answer
 from fabricops.simulator.agents.gnmi_running import (
     apply_settings,
-    asks_for_settings,
     serves_settings,
     settings_changes,
-    settings_notification,
 )
-from fabricops.simulator.agents.gnmi_set import (
-    SetHandler,
-    apply_set,
-    asks_for_hash,
-    hash_notification,
-)
+from fabricops.simulator.agents.gnmi_set import SetHandler, apply_set
 from fabricops.simulator.agents.gnmi_stream import (
+    SUPPORTED_ENCODINGS,
     GnmiError,
     StreamState,
     check_encoding,
-    path_of,
     subscriptions_of,
 )
-from fabricops.simulator.agents.lldp import Cabling, asks_for_lldp, lldp_notification
+from fabricops.simulator.agents.gnmi_typed import Decimal64Proto, value_encoder
+from fabricops.simulator.agents.lldp import Cabling
 
 GNMI_VERSION: Final = "0.8.0"
 MODELS: Final = (("openconfig-interfaces", "3.7.1"), ("openconfig-qos", "0.11.2"),
@@ -83,6 +87,9 @@ class GnmiTargetConfig(BaseModel):
     queue_name: str = Field(default="3", description="Name of the lossless egress queue")
     target_defined_interval_s: float = Field(default=10.0, gt=0,
                                              description="SAMPLE interval of TARGET_DEFINED")
+    decimal64: Decimal64Proto = Field(
+        default=Decimal64Proto.DOUBLE_VAL, description="How decimal64 leaves go out with PROTO "
+        "encoding: double_val (gNMI 0.7.0 and later) or the deprecated decimal_val")
 
     @model_validator(mode="after")
     def _pairs(self) -> GnmiTargetConfig:
@@ -103,6 +110,14 @@ class _Metrics:
                                      "Notifications sent on Subscribe RPCs", registry=registry)
         self.updates = Counter("fabricops_sim_gnmi_updates", "Leaf updates sent on Subscribe RPCs",
                                registry=registry)
+        self.repeats = Counter("fabricops_sim_gnmi_repeated_samples",
+                               "Notifications sent between two frames (samples due more often "
+                               "than frames come: the newest frame's values again)",
+                               registry=registry)
+        self.refused_encodings = Counter("fabricops_sim_gnmi_refused_encodings",
+                                         "Requests refused for their encoding, by method and "
+                                         "encoding number", ["method", "encoding"],
+                                         registry=registry)
 
 
 def _serialize(message: Any) -> bytes:
@@ -135,6 +150,7 @@ class GnmiTarget:
         self._tables = LeafTables(OpenConfigSchema(queue_name=config.queue_name))
         self._server: Any = None
         self._stopping = threading.Event()
+        self._clock = DeviceClock()
         self.registry = registry if registry is not None else CollectorRegistry()
         self._metrics = _Metrics(self.registry)
 
@@ -204,8 +220,11 @@ class GnmiTarget:
         if self.config.username is None or self.config.password is None:
             return
         metadata = dict(context.invocation_metadata())
-        if (metadata.get("username") != self.config.username
-                or metadata.get("password") != self.config.password.get_secret_value()):
+        user = str(metadata.get("username", "")).encode()
+        given = str(metadata.get("password", "")).encode()
+        password = self.config.password.get_secret_value().encode()
+        if not (hmac.compare_digest(user, self.config.username.encode())
+                & hmac.compare_digest(given, password)):
             raise GnmiError(_Code.UNAUTHENTICATED, "invalid username or password")
 
     def _device(self, prefix: Any, paths: Sequence[Any] = ()) -> str:
@@ -233,39 +252,26 @@ class GnmiTarget:
                   for n, v in MODELS]
         return gnmi_pb2.CapabilityResponse(
             supported_models=models, gNMI_version=GNMI_VERSION,
-            supported_encodings=[gnmi_pb2.JSON_IETF, gnmi_pb2.PROTO])
+            supported_encodings=list(SUPPORTED_ENCODINGS))
+
+    def _encoding(self, method: str, encoding: int, device: str) -> int:
+        try:
+            return check_encoding(encoding, device)
+        except GnmiError:
+            self._metrics.refused_encodings.labels(method, str(encoding)).inc()
+            raise
 
     def _get(self, request: Any) -> bytes:
-        """One notification per requested path (the whole tree if none); data is state only."""
+        """One notification per requested path (the whole tree if none), of the data type
+        asked for (see ``gnmi_get``)."""
         device = self._device(request.prefix, request.path)
-        encoding = check_encoding(request.encoding, device)
+        encoding = self._encoding("Get", request.encoding, device)
         frame = self._frame(device)
-        table = self._tables.of(frame)
-        notifications = []
-        for path in request.path or [gnmi_pb2.Path()]:
-            pattern = path_of(request.prefix, path)
-            if serves_settings(self.set_handler) and asks_for_settings(request.type, pattern):
-                notifications.append(settings_notification(
-                    pattern, device, frame.ts_ns, encoding, self.set_handler,  # type: ignore[arg-type]
-                    self.config.queue_name))
-                continue
-            if asks_for_hash(pattern):
-                notifications.append(hash_notification(pattern, device, frame.ts_ns, encoding,
-                                                       self.set_handler))
-                continue
-            lldp = None if self.cabling is None or not asks_for_lldp(pattern) else \
-                lldp_notification(self.cabling, pattern, device, frame.ts_ns,
-                                  encoding == gnmi_pb2.JSON_IETF)
-            if lldp is not None:
-                notifications.append(lldp)
-                continue
-            indices = table.select(pattern)
-            if not len(indices):
-                raise GnmiError(_Code.NOT_FOUND,
-                                f"target {device!r}: path {format_path(pattern)} has no data")
-            notifications.append(encode_notification(table, frame.raw, indices, frame.ts_ns,
-                                                      device, encoding))
-        return get_response(notifications)
+        cfg = self.config
+        return get_answer(request, GetContext(
+            device, frame, self._tables.of(frame), _echo(request.prefix), encoding,
+            value_encoder(encoding, cfg.decimal64), self.set_handler, self.cabling,
+            cfg.queue_name))
 
     def _set(self, request: Any) -> Any:
         paths = [u.path for u in (*request.replace, *request.update)] + list(request.delete)
@@ -273,9 +279,15 @@ class GnmiTarget:
         frame = self._frame(device)
         values = settings_changes(request) if serves_settings(self.set_handler) else None
         if values is not None:
-            return apply_settings(request, values, device, frame.ts_ns,
-                                  self.set_handler)  # type: ignore[arg-type]
-        return apply_set(request, device, frame, self.set_handler)
+            response = apply_settings(request, values, device, frame.ts_ns,
+                                      self.set_handler)  # type: ignore[arg-type]
+        else:
+            response = apply_set(request, device, frame, self.set_handler)
+        response.ClearField("prefix")
+        echo = _echo(request.prefix)
+        if echo:
+            response.prefix.MergeFromString(echo)
+        return response
 
     def _subscribe(self, requests: Iterator[Any], context: Any) -> Iterator[bytes]:
         try:
@@ -286,9 +298,11 @@ class GnmiTarget:
                                 "the first SubscribeRequest must carry a SubscriptionList")
             sub_list = first.subscribe
             device = self._device(sub_list.prefix, [s.path for s in sub_list.subscription])
+            encoding = self._encoding("Subscribe", sub_list.encoding, device)
             interval_ns = round(self.config.target_defined_interval_s * 1e9)
-            state = StreamState(device, subscriptions_of(sub_list, interval_ns), self._tables,
-                                check_encoding(sub_list.encoding, device))
+            state = StreamState(device, subscriptions_of(sub_list, interval_ns, device),
+                                self._tables, encoding, _echo(sub_list.prefix),
+                                value_encoder(encoding, self.config.decimal64))
             tick = self.board.tick
             frame = self._frame(device)
             self._metrics.rpcs.labels("Subscribe", "OK").inc()
@@ -318,15 +332,32 @@ class GnmiTarget:
                 yield from self._send(state, state.snapshot(self._frame(state.target)))
                 yield SYNC_RESPONSE
             return
-        last_ts = frame.ts_ns
+        yield from self._stream(state, frame, tick, context)
+
+    def _stream(self, state: StreamState, frame: Frame, tick: int,
+                context: Any) -> Iterator[bytes]:
+        """STREAM: each new frame's due leaves, and between frames the samples due before
+        the next one (paced by ``DeviceClock``, stamped with the newest frame's time)."""
+        clock = self._clock
         while not self._stopping.is_set() and context.is_active():
-            now = self.board.wait_tick(tick, timeout_s=_TICK_WAIT_S)
-            if now == tick:
-                continue
-            tick, frame = now, self._frame(state.target)
-            if frame.ts_ns != last_ts:
-                last_ts = frame.ts_ns
-                yield from self._send(state, state.step(frame))
+            spacing = clock.spacing_ns()
+            repeat_ns = state.next_repeat_ns(frame, frame.ts_ns + spacing) if spacing else None
+            send_at = None if repeat_ns is None else clock.mono_at(repeat_ns)
+            wait_s = _TICK_WAIT_S if send_at is None else \
+                min(_TICK_WAIT_S, max(0.0, (send_at - time.monotonic_ns()) / 1e9))
+            now = self.board.wait_tick(tick, timeout_s=wait_s)
+            if now != tick:
+                newest = self._frame(state.target)
+                clock.observe(now, newest.ts_ns, time.monotonic_ns())
+                tick, previous, frame = now, frame, newest
+                if frame.ts_ns != previous.ts_ns:
+                    yield from self._send(state, state.step(frame))
+            elif repeat_ns is not None and send_at is not None \
+                    and time.monotonic_ns() >= send_at:
+                sent = state.repeat(frame, repeat_ns)
+                if sent is not None:
+                    self._metrics.repeats.inc()
+                yield from self._send(state, sent)
 
     def _send(self, state: StreamState, notification: bytes | None) -> Iterator[bytes]:
         if notification is None:
@@ -335,6 +366,12 @@ class GnmiTarget:
         yield subscribe_response(notification)
         self._metrics.notifications.inc()
         self._metrics.updates.inc(count)
+
+
+def _echo(prefix: Any) -> bytes:
+    """The serialized prefix of a response to a request with ``prefix``: its target and
+    origin, which the request set or not."""
+    return prefix_bytes(prefix.target, prefix.origin)
 
 
 def _read(path: Path, what: str) -> bytes:

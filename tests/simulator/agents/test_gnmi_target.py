@@ -29,6 +29,8 @@ from fabricops.simulator.agents.gnmi_encode import (
     JSON_IETF,
     LeafTables,
     encode_notification,
+    prefix_bytes,
+    value_encoder,
 )
 from fabricops.simulator.agents.gnmi_set import DriverSetHandler, RecordingSetHandler
 from fabricops.simulator.agents.gnmi_stream import StreamState, subscriptions_of
@@ -95,7 +97,7 @@ def test_capabilities_name_the_models_and_encodings(running: Running) -> None:
         caps = client.capabilities()
     assert {m["name"] for m in caps["supported_models"]} >= {
         "openconfig-interfaces", "openconfig-qos", "openconfig-platform"}
-    assert sorted(caps["supported_encodings"]) == ["json_ietf", "proto"]
+    assert sorted(caps["supported_encodings"]) == ["json", "json_ietf", "proto"]
     assert caps["gnmi_version"] == "0.8.0"
 
 
@@ -105,7 +107,8 @@ def test_get_returns_the_boards_values(running: Running) -> None:
     assert values is not None
     board = values.values
     with running.client() as client:
-        subtree = _updates(client.get(path=["/interfaces"], target="leaf-0", encoding="proto"))
+        subtree = _updates(client.get(path=["/interfaces"], target="leaf-0", encoding="proto",
+                                      datatype="state"))
         wildcard = client.get(path=["/interfaces/interface[name=*]/state/oper-status"],
                               target="leaf-0", encoding="proto")
         json_ietf = _updates(client.get(
@@ -130,16 +133,17 @@ def test_get_returns_the_boards_values(running: Running) -> None:
     prefix = "qos/interfaces/interface[interface-id=eth7]"
     assert pfc[f"{prefix}/pfc/priorities/priority[priority=3]/state/in-pause-frames"] == \
         board[("leaf-0:eth7", "pfc_rx_pause{prio=3}")]
-    assert len(gauges) == 5
-    assert gauges["instant-queue-len"] == board[("leaf-0:eth7", "queue_depth_bytes")]
-    assert gauges["max-queue-len"] == board[("leaf-0:eth7", "queue_watermark_bytes")]
-    assert gauges["input-power/instant"] == board[("leaf-0:eth7", "rx_power_dbm")]
-    assert gauges["output-power/instant"] == board[("leaf-0:eth7", "tx_power_dbm")]
-    assert gauges["temperature/instant"] == board[("leaf-0:eth7", "temperature_c")]
+    assert len(gauges) == 6  # ECN marks, uint64 queue lengths, decimal64 powers and temperature
+    assert gauges["ecn-marked-pkts"] == board[("leaf-0:eth7", "ecn_marked_pkts")]
+    assert gauges["instant-queue-len"] == round(board[("leaf-0:eth7", "queue_depth_bytes")])
+    assert gauges["max-queue-len"] == round(board[("leaf-0:eth7", "queue_watermark_bytes")])
+    assert gauges["input-power/instant"] == round(board[("leaf-0:eth7", "rx_power_dbm")], 2)
+    assert gauges["output-power/instant"] == round(board[("leaf-0:eth7", "tx_power_dbm")], 2)
+    assert gauges["temperature/instant"] == round(board[("leaf-0:eth7", "temperature_c")], 1)
 
 
 def _raw_get(address: str, device: str, paths: list[str]) -> dict[str, float]:
-    """Gauges by their last two path elements (pygnmi 0.8.15 does not decode double_val)."""
+    """Numbers by their last two path elements (pygnmi 0.8.15 does not decode double_val)."""
     request = gnmi_pb2.GetRequest(prefix=gnmi_pb2.Path(target=device),
                                   path=[_gnmi_path(p) for p in paths], encoding=gnmi_pb2.PROTO)
     with grpc.insecure_channel(address) as channel:
@@ -148,8 +152,9 @@ def _raw_get(address: str, device: str, paths: list[str]) -> dict[str, float]:
     for note in response.notification:
         for u in note.update:
             leaf = "/".join(e.name for e in u.path.elem[-2:]).removeprefix("state/")
-            if u.val.WhichOneof("value") == "double_val":
-                out[leaf] = u.val.double_val
+            kind = u.val.WhichOneof("value")
+            if kind in ("double_val", "uint_val"):
+                out[leaf] = getattr(u.val, kind)
     return out
 
 
@@ -359,7 +364,8 @@ def test_encoded_notifications_parse_as_gnmi(fabric: Topology) -> None:
     table = LeafTables(OPENCONFIG).of(frame)
     indices = table.select(parse_path("/interfaces/interface[name=eth3]"))
     for encoding in (gnmi_pb2.PROTO, JSON_IETF):
-        data = encode_notification(table, frame.raw, indices, frame.ts_ns, "leaf-0", encoding)
+        data = encode_notification(table, frame.raw, indices, frame.ts_ns,
+                                   prefix_bytes("leaf-0"), value_encoder(encoding))
         note = gnmi_pb2.Notification.FromString(data)
         assert note.timestamp == frame.ts_ns
         assert note.prefix.target == "leaf-0"
