@@ -1,10 +1,15 @@
 """fabricops' Grafana dashboards, built as code with grafana-foundation-sdk.
 
-``DASHBOARDS`` lists every dashboard once (file name -> builder). ``build_all``
-renders them to Grafana's JSON model, ``dashboard_queries`` lists every panel
-query (PromQL or SQL) so that tests can run them against real servers, and
-``write_dashboards`` / ``write_provisioning`` write the files that
-``fabricops dashboards build`` commits under ``dashboards/``.
+``DASHBOARDS`` lists every dashboard once (file name -> builder for a store
+kind). The panels that read the store are built for one kind of store
+(``STORE_KINDS``: PostgreSQL or SQLite), each with its own data source and
+SQL; the Prometheus panels are the same for both. ``build_all`` renders the
+dashboards for a store kind to Grafana's JSON model, ``dashboard_queries``
+lists every panel query (PromQL or SQL) so that tests can run them against
+real servers, and ``write_dashboards`` / ``write_provisioning`` write the
+files. The repository keeps them where ``BUILD_DIRS`` says: the PostgreSQL
+set (the docker-compose deployment's) in ``dashboards/json`` and
+``dashboards/provisioning``, the SQLite set under ``dashboards/sqlite/``.
 """
 
 from __future__ import annotations
@@ -19,21 +24,35 @@ from grafana_foundation_sdk.builders.dashboard import Dashboard
 
 from fabricops.dashboards import collectors, link_health, overview, timeline
 from fabricops.dashboards.contract import METRIC_NAMES, METRICS
-from fabricops.dashboards.panels import render
+from fabricops.dashboards.panels import STORE_KINDS, StoreKind, render
 from fabricops.dashboards.provisioning import provisioning_files
 from fabricops.dashboards.queries import DashboardQuery, queries_of
 
-DASHBOARDS: Final[Mapping[str, Callable[[], Dashboard]]] = MappingProxyType({
-    overview.FILE_NAME: overview.build,
-    link_health.FILE_NAME: link_health.build,
+
+def _any_store(build: Callable[[], Dashboard]) -> Callable[[StoreKind], Dashboard]:
+    """The builder of a dashboard that reads Prometheus only: the same for every store."""
+    return lambda _store: build()
+
+
+DASHBOARDS: Final[Mapping[str, Callable[[StoreKind], Dashboard]]] = MappingProxyType({
+    overview.FILE_NAME: _any_store(overview.build),
+    link_health.FILE_NAME: _any_store(link_health.build),
     timeline.FILE_NAME: timeline.build,
-    collectors.FILE_NAME: collectors.build,
+    collectors.FILE_NAME: _any_store(collectors.build),
 })
 
+BUILD_DIRS: Final[Mapping[StoreKind, tuple[Path, Path]]] = MappingProxyType({
+    "postgresql": (Path("dashboards/json"), Path("dashboards/provisioning")),
+    "sqlite": (Path("dashboards/sqlite/json"), Path("dashboards/sqlite/provisioning")),
+})
+"""Store kind -> (dashboards' JSON folder, provisioning folder), relative to the
+repository's root, where the built files are kept."""
 
-def build_all() -> dict[str, dict[str, Any]]:
-    """File name -> dashboard JSON model, for every dashboard, in ``DASHBOARDS`` order."""
-    return {name: render(build()) for name, build in DASHBOARDS.items()}
+
+def build_all(store: StoreKind = "postgresql") -> dict[str, dict[str, Any]]:
+    """File name -> dashboard JSON model for a ``store`` kind of store, for every dashboard,
+    in ``DASHBOARDS`` order."""
+    return {name: render(build(store)) for name, build in DASHBOARDS.items()}
 
 
 def dashboard_text(model: Mapping[str, Any]) -> str:
@@ -41,26 +60,29 @@ def dashboard_text(model: Mapping[str, Any]) -> str:
     return json.dumps(model, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def dashboard_queries() -> list[DashboardQuery]:
-    """Every query of every panel of every dashboard (template variable queries excluded)."""
-    return [query for model in build_all().values() for query in queries_of(model)]
+def dashboard_queries(store: StoreKind = "postgresql") -> list[DashboardQuery]:
+    """Every query of every panel of every dashboard for a ``store`` kind of store
+    (template variable queries excluded)."""
+    return [query for model in build_all(store).values() for query in queries_of(model)]
 
 
-def write_dashboards(out_dir: Path) -> list[Path]:
-    """Write every dashboard's JSON under ``out_dir`` (created if missing); the paths."""
+def write_dashboards(out_dir: Path, store: StoreKind = "postgresql") -> list[Path]:
+    """Write every dashboard's JSON for a ``store`` kind of store under ``out_dir``
+    (created if missing); the paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    for name, model in build_all().items():
+    for name, model in build_all(store).items():
         path = out_dir / name
         path.write_text(dashboard_text(model), encoding="utf-8")
         written.append(path)
     return written
 
 
-def write_provisioning(out_dir: Path) -> list[Path]:
-    """Write the data source and dashboard provider YAML under ``out_dir``; the paths."""
+def write_provisioning(out_dir: Path, store: StoreKind = "postgresql") -> list[Path]:
+    """Write the data source (Prometheus and the ``store`` kind of store) and dashboard
+    provider YAML under ``out_dir``; the paths."""
     written = []
-    for name, text in provisioning_files().items():
+    for name, text in provisioning_files(store).items():
         path = out_dir / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
@@ -68,5 +90,6 @@ def write_provisioning(out_dir: Path) -> list[Path]:
     return written
 
 
-__all__ = ["DASHBOARDS", "METRICS", "METRIC_NAMES", "DashboardQuery", "build_all",
-           "dashboard_queries", "dashboard_text", "write_dashboards", "write_provisioning"]
+__all__ = ["BUILD_DIRS", "DASHBOARDS", "METRICS", "METRIC_NAMES", "STORE_KINDS",
+           "DashboardQuery", "StoreKind", "build_all", "dashboard_queries", "dashboard_text",
+           "write_dashboards", "write_provisioning"]

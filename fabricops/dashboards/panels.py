@@ -1,17 +1,20 @@
 """Small builders every fabricops dashboard shares, on top of grafana-foundation-sdk.
 
-Panels read one of two provisioned data sources (``PROMETHEUS``, ``POSTGRES``);
-their uids are the ones ``provisioning.py`` writes. The SDK has no builder for
-PostgreSQL queries, so ``sql`` builds that target as the raw model Grafana
-stores. ``render`` turns a dashboard builder into the JSON model with panel ids
+Panels read Prometheus (``PROMETHEUS``) or the store, through the data source
+of its kind (``STORE_SOURCES``): Grafana's PostgreSQL data source, or the
+SQLite data source plugin ``frser-sqlite-datasource``. Their uids are the ones
+``provisioning.py`` writes. The SDK has no builder for either SQL target, so
+``sql`` builds it as the raw model Grafana stores for that data source.
+``render`` turns a dashboard builder into the JSON model with panel ids
 numbered in order, the same on every run.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Final, Literal
 
 from grafana_foundation_sdk.builders import common as common_builders
 from grafana_foundation_sdk.builders import dashboard, prometheus, stat, table, timeseries
@@ -25,7 +28,14 @@ from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
 PROMETHEUS = model.DataSourceRef(type_val="prometheus", uid="fabricops-prometheus")
 POSTGRES = model.DataSourceRef(type_val="grafana-postgresql-datasource", uid="fabricops-postgres")
+SQLITE = model.DataSourceRef(type_val="frser-sqlite-datasource", uid="fabricops-sqlite")
 TAG = "fabricops"
+StoreKind = Literal["postgresql", "sqlite"]
+"""The kind of database the store is; the dashboards are built for one kind."""
+STORE_KINDS: Final[tuple[StoreKind, ...]] = ("postgresql", "sqlite")
+STORE_SOURCES: Final[Mapping[StoreKind, model.DataSourceRef]] = MappingProxyType(
+    {"postgresql": POSTGRES, "sqlite": SQLITE})
+"""The data source each store kind is read through."""
 PanelBuilder = cogbuilder.Builder[model.Panel]
 Section = tuple[str, Sequence[PanelBuilder]]
 """A row's title and the panels under it, laid left to right, then top to bottom."""
@@ -34,14 +44,29 @@ Steps = Sequence[tuple[str, float | None]]
 
 
 class SqlQuery(cogbuilder.Builder[cogvariants.Dataquery]):
-    """A raw-SQL target of the PostgreSQL data source (``format`` table or time_series)."""
+    """A raw-SQL target of the store's data source, as Grafana stores it.
 
-    def __init__(self, raw_sql: str, *, ref_id: str,
-                 fmt: Literal["table", "time_series"]) -> None:
-        self._model: dict[str, object] = {
-            "datasource": {"type": POSTGRES.type_val, "uid": POSTGRES.uid},
-            "editorMode": "code", "format": fmt, "rawQuery": True,
-            "rawSql": " ".join(raw_sql.split()), "refId": ref_id}
+    PostgreSQL: ``rawSql`` with ``format`` ``table`` or ``time_series``.
+    SQLite (frser-sqlite-datasource): ``rawQueryText`` (the plugin's frontend
+    interpolates it into ``queryText``), ``queryType`` ``table`` or
+    ``time series``, and ``timeColumns``, the columns whose numbers (seconds
+    since the epoch) the plugin turns into times.
+    """
+
+    def __init__(self, store: StoreKind, raw_sql: str, *, ref_id: str, time_series: bool,
+                 time_columns: Sequence[str] = ()) -> None:
+        source = STORE_SOURCES[store]
+        text = " ".join(raw_sql.split())
+        common_model: dict[str, object] = {
+            "datasource": {"type": source.type_val, "uid": source.uid}, "refId": ref_id}
+        if store == "postgresql":
+            self._model = common_model | {
+                "editorMode": "code", "format": "time_series" if time_series else "table",
+                "rawQuery": True, "rawSql": text}
+        else:
+            self._model = common_model | {
+                "queryText": text, "queryType": "time series" if time_series else "table",
+                "rawQueryText": text, "timeColumns": list(time_columns)}
 
     def build(self) -> cogvariants.Dataquery:
         return UnknownDataquery(dict(self._model))
@@ -61,9 +86,12 @@ def prom(expr: str, legend: str = "", *, ref_id: str = "A", instant: bool = Fals
     return query
 
 
-def sql(raw_sql: str, *, ref_id: str = "A", time_series: bool = False) -> SqlQuery:
-    """A PostgreSQL target; ``time_series`` wants columns ``time``, ``metric``, ``value``."""
-    return SqlQuery(raw_sql, ref_id=ref_id, fmt="time_series" if time_series else "table")
+def sql(store: StoreKind, raw_sql: str, *, ref_id: str = "A", time_series: bool = False,
+        time_columns: Sequence[str] = ()) -> SqlQuery:
+    """A target of the ``store`` data source; ``time_series`` wants columns ``time``,
+    ``metric``, ``value``. ``time_columns`` name the SQLite columns that hold times."""
+    return SqlQuery(store, raw_sql, ref_id=ref_id, time_series=time_series,
+                    time_columns=time_columns)
 
 
 def thresholds(steps: Steps) -> dashboard.ThresholdsConfig:
@@ -77,8 +105,10 @@ def timeseries_panel(title: str, description: str, *targets: cogbuilder.Builder[
                      stacked: bool = False, bars: bool = False, min_value: float | None = 0,
                      max_value: float | None = None,
                      steps: Steps = (("green", None),),
-                     datasource: model.DataSourceRef = PROMETHEUS) -> timeseries.Panel:
-    """A time series panel with a table legend (last and max) and a shared tooltip."""
+                     datasource: model.DataSourceRef = PROMETHEUS,
+                     display_name: str | None = None) -> timeseries.Panel:
+    """A time series panel with a table legend (last and max) and a shared tooltip;
+    ``display_name`` names each series (Grafana's field display name template)."""
     panel = (timeseries.Panel().title(title).description(description).datasource(datasource)
              .targets(list(targets)).unit(unit).span(width).height(height)
              .fill_opacity(60 if bars else 10).thresholds(thresholds(steps))
@@ -87,6 +117,8 @@ def timeseries_panel(title: str, description: str, *targets: cogbuilder.Builder[
                      .placement(common.LegendPlacement.BOTTOM).calcs(["lastNotNull", "max"]))
              .tooltip(common_builders.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI)
                       .sort(common.SortOrder.DESCENDING)))
+    if display_name is not None:
+        panel = panel.display_name(display_name)
     if bars:
         panel = panel.draw_style(common.GraphDrawStyle.BARS)
     if stacked:

@@ -13,22 +13,31 @@ from typer.testing import CliRunner
 
 from fabricops.cli.dashboards import app
 from fabricops.dashboards import (
+    BUILD_DIRS,
     DASHBOARDS,
     METRIC_NAMES,
     METRICS,
+    STORE_KINDS,
+    StoreKind,
     build_all,
     dashboard_queries,
     dashboard_text,
 )
 from fabricops.dashboards.contract import label_names_in, metric_names_in
 from fabricops.dashboards.provisioning import provisioning_files
-from fabricops.dashboards.queries import resolve_promql, resolve_sql
+from fabricops.dashboards.queries import resolve_promql, resolve_sql, resolve_sqlite
 
 ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "dashboards" / "json"
 PROVISIONING = ROOT / "dashboards" / "provisioning"
-REBUILD = "out of date: run `fabricops dashboards build` from the repository's root and commit"
+BUILD = {"postgresql": "fabricops dashboards build",
+         "sqlite": "fabricops dashboards build --store sqlite"}
 GRID_WIDTH = 24
+PROVISIONING_FILES = ["datasources/fabricops.yaml", "dashboards/fabricops.yaml"]
+
+
+def rebuild(store: StoreKind) -> str:
+    return f"out of date: run `{BUILD[store]}` from the repository's root and commit"
 
 
 def panels(model: dict[str, Any]) -> list[dict[str, Any]]:
@@ -42,27 +51,44 @@ def test_building_twice_gives_the_same_bytes() -> None:
     assert all(text.endswith("}\n") for text in first.values())
 
 
+@pytest.mark.parametrize("store", STORE_KINDS)
 @pytest.mark.parametrize("name", list(DASHBOARDS))
-def test_the_committed_json_is_what_the_code_builds(name: str) -> None:
-    path = COMMITTED / name
-    assert path.is_file(), f"{path} is missing: {REBUILD}"
-    assert path.read_text(encoding="utf-8") == dashboard_text(build_all()[name]), \
-        f"{path} is {REBUILD}"
+def test_the_committed_json_is_what_the_code_builds(store: StoreKind, name: str) -> None:
+    path = ROOT / BUILD_DIRS[store][0] / name
+    assert path.is_file(), f"{path} is missing: {rebuild(store)}"
+    assert path.read_text(encoding="utf-8") == dashboard_text(build_all(store)[name]), \
+        f"{path} is {rebuild(store)}"
 
 
-def test_no_stray_dashboard_files_are_committed() -> None:
-    assert sorted(p.name for p in COMMITTED.glob("*.json")) == sorted(DASHBOARDS), REBUILD
+@pytest.mark.parametrize("store", STORE_KINDS)
+def test_no_stray_dashboard_files_are_committed(store: StoreKind) -> None:
+    folder = ROOT / BUILD_DIRS[store][0]
+    assert sorted(p.name for p in folder.glob("*.json")) == sorted(DASHBOARDS), rebuild(store)
 
 
-@pytest.mark.parametrize("name", ["datasources/fabricops.yaml", "dashboards/fabricops.yaml"])
-def test_the_committed_provisioning_is_what_the_code_writes(name: str) -> None:
-    path = PROVISIONING / name
-    assert path.is_file(), f"{path} is missing: {REBUILD}"
-    assert path.read_text(encoding="utf-8") == provisioning_files()[name], f"{path} is {REBUILD}"
+@pytest.mark.parametrize("store", STORE_KINDS)
+@pytest.mark.parametrize("name", PROVISIONING_FILES)
+def test_the_committed_provisioning_is_what_the_code_writes(store: StoreKind, name: str) -> None:
+    path = ROOT / BUILD_DIRS[store][1] / name
+    assert path.is_file(), f"{path} is missing: {rebuild(store)}"
+    assert path.read_text(encoding="utf-8") == provisioning_files(store)[name], \
+        f"{path} is {rebuild(store)}"
 
 
-def provisioned_datasources() -> dict[str, dict[str, Any]]:
-    document = yaml.safe_load((PROVISIONING / "datasources" / "fabricops.yaml").read_text())
+def test_the_postgresql_set_is_where_the_deployment_mounts_it() -> None:
+    assert ROOT / BUILD_DIRS["postgresql"][0] == COMMITTED
+    assert ROOT / BUILD_DIRS["postgresql"][1] == PROVISIONING
+
+
+def test_only_the_timeline_differs_between_store_kinds() -> None:
+    postgresql, sqlite = build_all("postgresql"), build_all("sqlite")
+    assert [n for n in DASHBOARDS if postgresql[n] != sqlite[n]] == [
+        "rca-remediation-timeline.json"]
+
+
+def provisioned_datasources(store: StoreKind = "postgresql") -> dict[str, dict[str, Any]]:
+    path = ROOT / BUILD_DIRS[store][1] / "datasources" / "fabricops.yaml"
+    document = yaml.safe_load(path.read_text())
     return {source["uid"]: source for source in document["datasources"]}
 
 
@@ -75,6 +101,18 @@ def test_the_data_sources_are_provisioned_as_the_deployment_expects() -> None:
     assert postgres["jsonData"]["database"] == "fabricops"
     assert postgres["secureJsonData"]["password"] == "${POSTGRES_PASSWORD}"
     assert "password" not in postgres
+
+
+def test_the_sqlite_data_source_opens_the_store_read_only_through_the_plugin() -> None:
+    sources = provisioned_datasources("sqlite")
+    assert sorted(sources) == ["fabricops-prometheus", "fabricops-sqlite"]
+    sqlite = sources["fabricops-sqlite"]
+    assert (sqlite["type"], sqlite["access"]) == ("frser-sqlite-datasource", "proxy")
+    assert sqlite["jsonData"] == {"path": "${FABRICOPS_SQLITE_PATH}", "pathPrefix": "file:",
+                                  "pathOptions": "mode=ro"}
+    assert "url" not in sqlite
+    assert "secureJsonData" not in sqlite
+    assert sources["fabricops-prometheus"] == provisioned_datasources()["fabricops-prometheus"]
 
 
 def test_the_dashboard_provider_reads_the_mounted_json_folder() -> None:
@@ -93,10 +131,11 @@ def test_every_dashboard_has_its_own_uid_and_title() -> None:
     assert all(8 <= len(uid) <= 40 for uid in uids)
 
 
+@pytest.mark.parametrize("store", STORE_KINDS)
 @pytest.mark.parametrize("name", list(DASHBOARDS))
-def test_every_panel_reads_a_provisioned_data_source(name: str) -> None:
-    sources = provisioned_datasources()
-    model = build_all()[name]
+def test_every_panel_reads_a_provisioned_data_source(store: StoreKind, name: str) -> None:
+    sources = provisioned_datasources(store)
+    model = build_all(store)[name]
     for panel in panels(model):
         assert panel["targets"], f"{name}: panel {panel['title']!r} has no query"
         for ref in [panel["datasource"], *(t["datasource"] for t in panel["targets"])]:
@@ -156,8 +195,10 @@ def test_every_contract_metric_is_on_some_dashboard() -> None:
     assert sorted(METRIC_NAMES - used) == []
 
 
-def test_the_timeline_reads_the_stores_tables() -> None:
-    sql = [q for q in dashboard_queries() if q.datasource == "postgres"]
+@pytest.mark.parametrize("store", STORE_KINDS)
+def test_the_timeline_reads_the_stores_tables(store: StoreKind) -> None:
+    sql = [q for q in dashboard_queries(store) if q.datasource != "prometheus"]
+    assert {q.datasource for q in sql} == {"postgres" if store == "postgresql" else "sqlite"}
     assert {q.dashboard_uid for q in sql} == {"fabricops-rca-timeline"}
     text = " ".join(q.expression for q in sql)
     for table in ("diagnoses", "actions", "action_log"):
@@ -171,6 +212,10 @@ def test_queries_name_the_macros_they_contain() -> None:
     assert by_title["fabricops-rca-timeline", "Actions"].macros == (
         "$__unixEpochNanoFrom", "$__unixEpochNanoTo")
     assert all(q.resolved().count("$") == 0 for q in by_title.values())
+    on_sqlite = {(q.dashboard_uid, q.panel_title): q for q in dashboard_queries("sqlite")}
+    assert on_sqlite["fabricops-rca-timeline", "Incident onsets per minute"].macros == (
+        "$__from", "$__to", "$__unixEpochGroupSeconds")
+    assert all(q.resolved().count("$") == 0 for q in on_sqlite.values())
 
 
 def test_macros_resolve_as_grafana_expands_them() -> None:
@@ -181,10 +226,30 @@ def test_macros_resolve_as_grafana_expands_them() -> None:
                        start_ns=5, end_ns=9) == "WHERE l.ts_ns >= 5 AND l.ts_ns <= 9 AND c <= 9"
     assert resolve_sql("WHERE $__timeFilter(t)", start_ns=0, end_ns=86_400 * 10**9) == \
         "WHERE t BETWEEN '1970-01-01T00:00:00Z' AND '1970-01-02T00:00:00Z'"
+    assert resolve_sql("$__timeFilter(t)", start_ns=1_500_000_000, end_ns=2 * 10**9) == \
+        "t BETWEEN '1970-01-01T00:00:01.5Z' AND '1970-01-01T00:00:02Z'"
     with pytest.raises(ValueError, match="__timeGroup"):
         resolve_sql("SELECT $__timeGroup(t, '1m')", start_ns=0, end_ns=1)
     with pytest.raises(ValueError, match="__interval"):
         resolve_promql("rate(x[$__interval])")
+
+
+def test_sqlite_queries_resolve_as_grafana_and_the_plugin_expand_them() -> None:
+    start, end = 1_700_000_000_123_456_789, 1_700_000_060_999_000_000
+    assert resolve_sqlite("t >= $__from * 1000000 AND t <= ${__to}", start_ns=start,
+                          end_ns=end) == "t >= 1700000000123 * 1000000 AND t <= 1700000060999"
+    assert resolve_sqlite("s BETWEEN ${__from:date:seconds} AND ${__to:date:seconds}",
+                          start_ns=start, end_ns=end) == "s BETWEEN 1700000000 AND 1700000060"
+    assert resolve_sqlite("SELECT $__unixEpochGroupSeconds(ts_ns / 1000000000, 60) AS time",
+                          start_ns=0, end_ns=1) == \
+        "SELECT cast((ts_ns / 1000000000 / 60) as int) * 60 AS time"
+    assert resolve_sqlite("$__unixEpochGroupSeconds(t, 10, NULL)", start_ns=0, end_ns=1) == \
+        "cast((t / 10) as int) * 10"
+    for unknown in ("WHERE $__unixEpochNanoFilter(t)", "WHERE $__timeFilter(t)",
+                    "$__unixEpochGroupSeconds(t, 10, 0)", "WHERE d = '$device'",
+                    "WHERE t > ${__from:date:iso}"):
+        with pytest.raises(ValueError, match=r"resolution|gap filling"):
+            resolve_sqlite(unknown, start_ns=0, end_ns=1)
 
 
 def test_build_writes_every_file_and_says_so(tmp_path: Path) -> None:
