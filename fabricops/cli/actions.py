@@ -26,7 +26,6 @@ from fabricops.cli.common import AsJson, stdout_console
 from fabricops.cli.tables import ALWAYS, Col, listing
 from fabricops.core.actions import Action, ActionState, Step
 from fabricops.core.wording import counted
-from fabricops.remediation.decisions import Verb
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -96,6 +95,8 @@ def approve(action_id: ActionId, by: By = None, note: Note = "", api: Api = None
     The audit trail records operator:NAME, the time and your note.
     Example: [bold]fabricops actions approve drain-3f2a9c --note "change CHG-1234"[/bold]
     """
+    from fabricops.remediation.decisions import Verb
+
     action = open_source(api, db, token).decide(action_id, Verb.APPROVE, operator_name(by),
                                                 note)
     console = stdout_console()
@@ -112,6 +113,8 @@ def reject(action_id: ActionId, by: By = None, note: Note = "", api: Api = None,
 
     Example: [bold]fabricops actions reject drain-3f2a9c --note "job checkpoints at 14:00"[/bold]
     """
+    from fabricops.remediation.decisions import Verb
+
     action = open_source(api, db, token).decide(action_id, Verb.REJECT, operator_name(by),
                                                 note)
     stdout_console().print(f"action {escape(action.id)} rejected by "
@@ -127,6 +130,8 @@ def rollback(action_id: ActionId, by: By = None, note: Note = "", api: Api = Non
     the service runs the undo steps in order and marks it rolled_back (or failed).
     Example: [bold]fabricops actions rollback drain-3f2a9c --note "link replaced"[/bold]
     """
+    from fabricops.remediation.decisions import Verb
+
     action = open_source(api, db, token).decide(action_id, Verb.ROLLBACK, operator_name(by),
                                                 note)
     console = stdout_console()

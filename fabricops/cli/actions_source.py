@@ -18,9 +18,8 @@ import getpass
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol
 
-import httpx
 import typer
 from pydantic import ValidationError
 
@@ -28,8 +27,9 @@ from fabricops.cli.api_client import DEFAULT_API, ApiClient, ApiError, read_toke
 from fabricops.cli.common import fail, user_errors
 from fabricops.cli.query import DEFAULT_DB, opened
 from fabricops.core.actions import Action, ActionState
-from fabricops.remediation.decisions import DecisionError, UnknownActionError, Verb, decide
-from fabricops.store.store import ActionConflict, StoreError
+
+if TYPE_CHECKING:
+    from fabricops.remediation.decisions import Verb
 
 #: Exit code for a decision the action's state does not allow (bad input exits 2).
 EXIT_REFUSED = 1
@@ -91,6 +91,8 @@ class StoreActions:
         return found
 
     def decide(self, action_id: str, verb: Verb, by: str, note: str) -> Action:
+        from fabricops.remediation.decisions import DecisionError, UnknownActionError, decide
+
         with opened(self.where) as store, _store_errors():
             try:
                 return decide(store, action_id, verb, actor=f"operator:{by}", note=note)
@@ -159,6 +161,8 @@ def open_source(api: str | None, db: str | None, token: str = "") -> ActionsSour
 
 
 def _answers(base_url: str) -> bool:
+    import httpx
+
     try:
         return httpx.get(f"{base_url}/health", timeout=PROBE_TIMEOUT_S).status_code == 200
     except httpx.HTTPError:
@@ -173,6 +177,8 @@ def _unknown(action_id: str, where: str) -> typer.Exit:
 @contextmanager
 def _store_errors() -> Iterator[None]:
     """A refused write exits 1; any other store failure, like bad input, exits 2."""
+    from fabricops.store.store import ActionConflict, StoreError
+
     with user_errors():
         try:
             yield

@@ -1,4 +1,10 @@
-"""``fabricops query``: series, latest values and events from the store."""
+"""``fabricops query``: series, latest values and events from the store.
+
+The store (SQLAlchemy) is imported when one is opened, and the series reader
+(NumPy, the keyframe decoder) by the commands that decode series: ``--help``
+and the ``actions`` commands that talk to an API, which share this module's
+``opened``, start without them.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +13,8 @@ import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -17,8 +22,9 @@ from fabricops.cli.common import AsJson, fail, stdout_console, user_errors
 from fabricops.cli.tables import ALWAYS, Col, listing
 from fabricops.core.records import Event, EventKind
 from fabricops.core.wording import counted
-from fabricops.pipeline.query import QueryError, latest, read_series
-from fabricops.store.store import Store, StoreConfig, StoreError
+
+if TYPE_CHECKING:
+    from fabricops.store.store import Store
 
 app = typer.Typer(no_args_is_help=True, help=(
     "Read what the pipeline stored: a series over a range (raw or as rates), the latest "
@@ -45,6 +51,8 @@ def parse_duration(text: str) -> float:
 @contextmanager
 def opened(url: str) -> Iterator[Store]:
     """The store at ``url``, without creating or migrating anything."""
+    from fabricops.store.store import Store, StoreConfig, StoreError
+
     store = Store(StoreConfig(url=url, migrate_on_start=False))
     with user_errors():
         try:
@@ -79,6 +87,10 @@ def series(entity: Annotated[str, typer.Argument(help="Port or NIC, e.g. leaf-0-
            source: Annotated[str | None, typer.Option(help="snmp, gnmi or sim")] = None,
            as_json: AsJson = False) -> None:
     """One series over a range, reconstructed from its keyframe segments."""
+    import numpy as np
+
+    from fabricops.pipeline.query import QueryError, read_series
+
     with opened(db) as store, user_errors():
         t0, t1 = _range(store, last)
         try:
@@ -113,6 +125,8 @@ def latest_values(entities: Annotated[list[str], typer.Argument(help="Ports or N
                       help="How far back from the newest data to look")] = "10m",
                   as_json: AsJson = False) -> None:
     """The newest value of each metric on each entity."""
+    from fabricops.pipeline.query import latest
+
     with opened(db) as store, user_errors():
         _, newest = _range(store, "0s")
         rows = latest(store, entities=entities, metrics=metric,

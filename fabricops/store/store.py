@@ -14,16 +14,14 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from alembic.util import CommandError
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sqlalchemy import Connection, Engine, Row, Select, Table, delete, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
 from fabricops.core.actions import Action, ActionState
-from fabricops.core.frame import Frame, FrameDecodeError
 from fabricops.core.records import Diagnosis, Event, EventKind
 from fabricops.store import actions as action_tables
 from fabricops.store import bulk, queries
@@ -54,7 +52,10 @@ from fabricops.store.models import (
 )
 from fabricops.store.outbox import OutboxEntry, OutboxRow, OutboxState
 from fabricops.store.records import IntPathRecord, SegmentRecord, SeriesRecord, merge_int_paths
-from fabricops.store.schema import SchemaVersionError, prepare
+from fabricops.store.schema import SchemaVersionError, prepare, schema_errors
+
+if TYPE_CHECKING:
+    from fabricops.core.frame import Frame
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -75,6 +76,11 @@ def _replace_build(excluded: Any, table: Table) -> tuple[dict[str, Any], Any]:
 
 
 _REPLACE = bulk.Upsert(_replace_build)
+
+
+def _start_failures() -> tuple[type[Exception], ...]:
+    """What ``start`` turns into StoreError, looked up when a start fails."""
+    return (*_FAILURES, *schema_errors())
 
 
 class StoreConfig(BaseModel):
@@ -139,7 +145,7 @@ class Store:
             raise StoreError(f"database {self.url}: {exc}") from exc
         try:
             prepare(engine, migrate=self.config.migrate_on_start)
-        except (*_FAILURES, SchemaVersionError, CommandError) as exc:
+        except _start_failures() as exc:
             engine.dispose()
             self.metrics.errors.labels("start").inc()
             cause = str(exc) if isinstance(exc, SchemaVersionError) else describe_error(exc)
@@ -237,6 +243,8 @@ class Store:
         """Staged frames (of ``device`` / ``source``, with t0_ns <= ts_ns < t1_ns, where
         given), by device, source, ts_ns. A frame that no longer decodes is skipped,
         counted and logged."""
+        from fabricops.core.frame import Frame, FrameDecodeError
+
         rows = self._query("staged_frames", partial(queries.staged, device=device, source=source,
                                                     t0_ns=t0_ns, t1_ns=t1_ns))
         frames = []
