@@ -9,10 +9,12 @@ the file ``fabricops up`` writes (``fabricops-data/api.token``).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 import typer
+
+if TYPE_CHECKING:  # imported by the call: a command that reads a store never needs it
+    import httpx
 
 DEFAULT_API = "http://127.0.0.1:8080"
 TOKEN_FILE = Path("fabricops-data") / "api.token"
@@ -63,6 +65,8 @@ class ApiClient:
         return self._call("POST", path, json=body, headers=headers)
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        import httpx
+
         url = f"{self.base_url}{path}"
         try:
             response = httpx.request(method, url, timeout=self.timeout_s, **kwargs)

@@ -8,6 +8,7 @@ HTTP API. Bad input exits 2; a Grafana that is unreachable or refuses exits 1.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,13 @@ from pydantic import ValidationError
 
 from fabricops.cli.common import fail, user_errors
 from fabricops.core.wording import counted
-from fabricops.dashboards import build_all, write_dashboards, write_provisioning
+from fabricops.dashboards import (
+    BUILD_DIRS,
+    StoreKind,
+    build_all,
+    write_dashboards,
+    write_provisioning,
+)
 from fabricops.dashboards.push import DashboardPusher, PushConfig, Pushed, PushError
 
 app = typer.Typer(
@@ -31,22 +38,41 @@ app = typer.Typer(
 EXIT_GRAFANA = 1
 
 
+class Store(StrEnum):
+    """The store the SQL panels read: its kind picks their SQL and data source."""
+
+    POSTGRESQL = "postgresql"
+    SQLITE = "sqlite"
+
+
+STORE_HELP = ("Store the SQL panels read: postgresql (Grafana's PostgreSQL data source) or "
+              "sqlite (the frser-sqlite-datasource plugin, the file from "
+              "$FABRICOPS_SQLITE_PATH)")
+
+
 @app.command()
 def build(
-    out: Annotated[Path, typer.Option(
-        "--out", help="Folder for the dashboards' JSON (one file per dashboard)")]
-    = Path("dashboards/json"),
-    provisioning: Annotated[Path, typer.Option(
+    store: Annotated[Store, typer.Option("--store", help=STORE_HELP)] = Store.POSTGRESQL,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Folder for the dashboards' JSON (one file per dashboard); default "
+                      "dashboards/json, or dashboards/sqlite/json for sqlite",
+        show_default=False)] = None,
+    provisioning: Annotated[Path | None, typer.Option(
         "--provisioning", help="Folder for Grafana's provisioning YAML (datasources/, "
-                               "dashboards/)")]
-    = Path("dashboards/provisioning"),
+                               "dashboards/); default dashboards/provisioning, or "
+                               "dashboards/sqlite/provisioning for sqlite",
+        show_default=False)] = None,
 ) -> None:
     """Write every dashboard's JSON and the provisioning YAML, the same bytes on every run.
 
-    Example: [bold]fabricops dashboards build[/bold] (from the repository's root)
+    Examples: [bold]fabricops dashboards build[/bold],
+    [bold]fabricops dashboards build --store sqlite[/bold] (from the repository's root)
     """
+    kind: StoreKind = "sqlite" if store is Store.SQLITE else "postgresql"
+    json_dir, yaml_dir = BUILD_DIRS[kind]
     with user_errors():
-        written = write_dashboards(out) + write_provisioning(provisioning)
+        written = (write_dashboards(out or json_dir, kind)
+                   + write_provisioning(provisioning or yaml_dir, kind))
     for path in written:
         typer.echo(f"wrote {path}")
 
@@ -72,6 +98,7 @@ def push(
         help="Replace dashboards with the same uid, whatever their version")] = True,
     timeout_s: Annotated[float, typer.Option(
         "--timeout-s", min=0.1, help="Seconds to wait for each answer")] = 10.0,
+    store: Annotated[Store, typer.Option("--store", help=STORE_HELP)] = Store.POSTGRESQL,
 ) -> None:
     """Upload every dashboard to a running Grafana.
 
@@ -97,7 +124,8 @@ def push(
                    f"{done.version}) {done.url}")
 
     try:
-        done = pusher.push(build_all(), on_pushed=pushed)
+        done = pusher.push(build_all("sqlite" if store is Store.SQLITE else "postgresql"),
+                           on_pushed=pushed)
     except PushError as exc:
         typer.echo(f"error: {' '.join(str(exc).split())}", err=True)
         raise typer.Exit(EXIT_GRAFANA) from None

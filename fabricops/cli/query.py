@@ -66,8 +66,7 @@ def opened(url: str) -> Iterator[Store]:
 
 
 def _range(store: Store, last: str | None) -> tuple[int, int]:
-    newest = max(store.segment_watermarks().values(), default=0)
-    newest = max([newest, *(f.ts_ns for f in store.staged_frames())])
+    newest = store.newest_ns()
     if last is None:
         return 0, max(newest, 2**62)
     return newest - round(parse_duration(last) * 1e9), newest

@@ -12,17 +12,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final, Union
 
 from sqlalchemy import ColumnElement, Connection, Table, case
-from sqlalchemy.dialects import postgresql, sqlite
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 CHUNK_ROWS: Final = 5000
+DIALECTS: Final = ("sqlite", "postgresql")
 
 Row = Mapping[str, Any]
-DialectInsert = postgresql.Insert | sqlite.Insert
-_INSERTS: Final[dict[str, Callable[[Table], DialectInsert]]] = {
-    "sqlite": sqlite.insert, "postgresql": postgresql.insert}
+DialectInsert = Union["postgresql.Insert", "sqlite.Insert"]
+
+
+def _insert(dialect: str) -> Callable[[Table], DialectInsert]:
+    """The dialect's INSERT construct, imported when a write first needs it (a store that
+    only reads never loads the PostgreSQL dialect)."""
+    if dialect == "sqlite":
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert
+    from sqlalchemy.dialects import postgresql
+
+    return postgresql.insert
 
 
 @dataclass(frozen=True)
@@ -45,9 +58,9 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Row], *,
     if not rows:
         return 0
     name = conn.dialect.name
-    if name not in _INSERTS:
+    if name not in DIALECTS:
         raise UnsupportedDialectError(f"dialect {name!r} is not supported (sqlite, postgresql)")
-    stmt = _on_conflict(_INSERTS[name](table), key, upsert, table) \
+    stmt = _on_conflict(_insert(name)(table), key, upsert, table) \
         .execution_options(preserve_rowcount=True)
     return sum(conn.execute(stmt, list(chunk)).rowcount for chunk in _chunks(rows))
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final, Union
 
-from fabricops.core.frame import Frame
 from fabricops.core.records import Event
+
+if TYPE_CHECKING:  # frames are checked where they are staged; a listing needs no NumPy
+    from fabricops.core.frame import Frame
 
 HOP_SEPARATOR: Final = ">"
 PORT_SEPARATOR: Final = ":"
@@ -147,9 +149,10 @@ _COLUMNS: Final[dict[type, _Columns]] = {
         {"src_ip": 45, "dst_ip": 45, "sink": _NAME, "path": None}),
     Event: _Columns({"ts_ns": _FROM_ZERO}, {"device": _NAME, "entity": _NAME, "metric": _NAME,
                                             "kind": 32, "severity": 16, "detail": None}),
-    Frame: _Columns({"ts_ns": _FROM_ZERO, "seq": _FROM_ZERO}, {"device": _NAME, "source": 16}),
 }
-StoredRecord = SeriesRecord | SegmentRecord | IntPathRecord | Event | Frame
+_FRAME_COLUMNS: Final = _Columns({"ts_ns": _FROM_ZERO, "seq": _FROM_ZERO},
+                                 {"device": _NAME, "source": 16})
+StoredRecord = Union[SeriesRecord, SegmentRecord, IntPathRecord, Event, "Frame"]
 
 
 def store_problem(record: StoredRecord) -> str | None:
@@ -161,7 +164,12 @@ def store_problem(record: StoredRecord) -> str | None:
     frame (staged, and the source of series and events) also needs entity names
     that fit a name column. Pure and cheap: call it before writing.
     """
-    cols = _COLUMNS[type(record)]
+    cols, frame = _COLUMNS.get(type(record)), None
+    if cols is None:
+        frame_class = _frame_class()
+        if not isinstance(record, frame_class):
+            raise TypeError(f"the store keeps no {type(record).__name__}")
+        cols, frame = _FRAME_COLUMNS, record
     for name, (low, high) in cols.ints.items():
         value = getattr(record, name)
         if not isinstance(value, int) or not low <= value <= high:
@@ -173,12 +181,18 @@ def store_problem(record: StoredRecord) -> str | None:
     for name in cols.finite:
         if not math.isfinite(getattr(record, name)):
             return f"{_label(record, name)} {getattr(record, name)!r} is not finite"
-    if isinstance(record, Frame):
-        for i, entity in enumerate(record.entities):
+    if frame is not None:
+        for i, entity in enumerate(frame.entities):
             problem = _text_problem(entity, _NAME)
             if problem:
-                return f"frame of device {record.device[:_NAME]!r}: entity #{i} {problem}"
+                return f"frame of device {frame.device[:_NAME]!r}: entity #{i} {problem}"
     return None
+
+
+def _frame_class() -> type[Frame]:
+    from fabricops.core.frame import Frame
+
+    return Frame
 
 
 def fits_store(record: StoredRecord) -> bool:

@@ -196,6 +196,14 @@ class Store:
         rows = self._read("segment_watermarks", lambda conn: conn.execute(stmt).all())
         return {(device, source): int(t_end) for device, source, t_end in rows}
 
+    def newest_ns(self) -> int:
+        """The newest sample time kept: the latest segment end or staged frame (0: none)."""
+        segments = select(func.max(SegmentRow.t_end_ns))
+        staged = select(func.max(StagedFrameRow.ts_ns))
+        found = self._read("newest_ns", lambda conn: (conn.execute(segments).scalar(),
+                                                     conn.execute(staged).scalar()))
+        return max((int(t) for t in found if t is not None), default=0)
+
     def put_events(self, events: Sequence[Event]) -> int:
         """Store events not stored yet (by ``Event.key``); returns how many."""
         rows = [queries.event_row(e) for e in events]

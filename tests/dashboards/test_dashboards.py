@@ -265,6 +265,19 @@ def test_build_writes_every_file_and_says_so(tmp_path: Path) -> None:
         assert f"wrote {provisioning / name}" in result.stdout
 
 
+def test_build_for_sqlite_writes_the_sqlite_set_where_the_repository_keeps_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["build", "--store", "sqlite"])
+    assert result.exit_code == 0, result.output
+    out, provisioning = BUILD_DIRS["sqlite"]
+    for name, model in build_all("sqlite").items():
+        assert json.loads((out / name).read_text()) == model
+    for name, text in provisioning_files("sqlite").items():
+        assert (provisioning / name).read_text() == text
+    assert not Path("dashboards/json").exists()  # the PostgreSQL set is left alone
+
+
 def test_build_into_a_file_is_bad_input(tmp_path: Path) -> None:
     blocker = tmp_path / "json"
     blocker.write_text("not a folder")

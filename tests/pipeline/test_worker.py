@@ -100,6 +100,7 @@ def test_a_series_reads_back_raw_and_as_rates_including_the_open_window(store: S
     part = read_series(store, entity=entity, metric=metric, t0_ns=sent[10][0],
                        t1_ns=sent[20][0])
     assert part.ts_ns.tolist() == [t for t, _ in sent[10:21]]
+    assert store.newest_ns() == max(f.ts_ns for f in feed.sent)  # in the open window
     before = read_series(store, entity=entity, metric=metric, t0_ns=0, t1_ns=sent[0][0] - 1)
     assert before.ts_ns.tolist() == []  # a range before every segment and staged frame
     assert before.values.tolist() == []
