@@ -167,9 +167,6 @@ def up(
             cert=gnmi_tls_cert, key=gnmi_tls_key, self_signed=gnmi_tls_self_signed,
             username=gnmi_username, password_file=gnmi_password_file, data_dir=DATA_DIR,
             hosts=(LOOPBACK,))
-        if actuator == "gnmi" and security.credentials():
-            raise fail("--actuator gnmi sends its changes without the gNMI target's TLS and "
-                       "login; use --actuator simulator with --gnmi-tls-*/--gnmi-username")
         with named("--webhook", webhook):
             receivers = alerts_config(alerts, hook, api_url(api_host, api_port))
         fabric = SimulatedFabric(build_simulator(live), SimulatedFabricConfig.model_validate({
@@ -222,11 +219,12 @@ def _start_stack(running: Running, fabric: SimulatedFabric, bus_config: BusConfi
     running.started(pipeline.stop)
     fabric.start()
     running.started(fabric.stop)
-    analysis = start_analysis(running, bus, fabric, db, mode=mode, actuator=actuator)
+    inventory = security.secure(fabric.inventory())
+    analysis = start_analysis(running, bus, fabric, db, mode=mode, actuator=actuator,
+                              inventory=inventory)
     start_alerts(running, receivers, bus, analysis.store)
     running.started(lambda: _drain(bus))
-    collection = _start_collection(running, security.secure(fabric.inventory()), bus,
-                                   PROTOCOLS)
+    collection = _start_collection(running, inventory, bus, PROTOCOLS)
     metrics = StackMetrics(running.registry, bus, pipeline, topology, collection,
                            liveness=running.liveness)
     running.started(metrics.stop)

@@ -14,6 +14,7 @@ from fabricops.cli.lifecycle import Running
 from fabricops.cli.preflight import StartupError, named
 from fabricops.core.actions import ActionMode, StepOp
 from fabricops.core.bus import Bus
+from fabricops.core.inventory import Inventory
 from fabricops.evaluation.sim_actuator import SimulatorActuator
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
@@ -38,9 +39,12 @@ class Analysis:
 
 
 def start_analysis(running: Running, bus: Bus, fabric: SimulatedFabric, db: str, *,
-                   mode: ActionMode, actuator: str = "simulator") -> Analysis:
+                   mode: ActionMode, actuator: str = "simulator",
+                   inventory: Inventory | None = None) -> Analysis:
     """Start the store, RCA and remediation on ``bus`` for the simulated ``fabric``; each
-    is stopped with the rest of ``running``, its workers reported to its liveness."""
+    is stopped with the rest of ``running``, its workers reported to its liveness. The
+    gNMI actuator reaches the targets as ``inventory`` says (TLS, login; default: the
+    fabric's own, plain text)."""
     if actuator not in ACTUATORS:
         raise StartupError(f"--actuator {actuator}: must be one of {', '.join(ACTUATORS)}")
     sim = fabric.sim
@@ -56,8 +60,8 @@ def start_analysis(running: Running, bus: Bus, fabric: SimulatedFabric, db: str,
     # The configuration the twin starts with is the intent a wrong setting is restored to.
     intent = fabric.call(lambda sim: {n.id: dict(sim.settings.device_settings(n.id))
                                       for n in topo.switches()})
-    engine = RemediationEngine(config, topo, _actuators(fabric, actuator), FabricWatch(topo),
-                               placement, intent=intent)
+    engine = RemediationEngine(config, topo, _actuators(fabric, actuator, inventory),
+                               FabricWatch(topo), placement, intent=intent)
     remediation = RemediationService(RemediationServiceConfig(), bus, engine, store,
                                      registry=running.registry, liveness=running.liveness)
     rca.start()
@@ -67,10 +71,10 @@ def start_analysis(running: Running, bus: Bus, fabric: SimulatedFabric, db: str,
     return Analysis(store, rca, remediation)
 
 
-def _actuators(fabric: SimulatedFabric, kind: str) -> Actuators:
+def _actuators(fabric: SimulatedFabric, kind: str, inventory: Inventory | None) -> Actuators:
     sim_act = SimulatorActuator(fabric.call)
     by_op: dict[StepOp, Actuator] = dict.fromkeys(sim_act.ops, sim_act)
     if kind == "gnmi":
-        gnmi = GnmiSetActuator.for_inventory(fabric.inventory())
+        gnmi = GnmiSetActuator.for_inventory(inventory or fabric.inventory())
         by_op.update(dict.fromkeys(gnmi.ops, gnmi))
     return Actuators(by_op)

@@ -97,12 +97,12 @@ class GnmiSetActuator:
     @classmethod
     def for_inventory(cls, inventory: Inventory,
                       registry: CollectorRegistry | None = None) -> GnmiSetActuator:
-        """Every gNMI target of ``inventory``, with the first target's credentials;
-        ValueError if the inventory has none."""
+        """Every gNMI target of ``inventory``, with the first target's TLS settings and
+        credentials; ValueError if the inventory has none."""
         targets = inventory.by_protocol("gnmi")
         if not targets:
             raise ValueError("the inventory has no gNMI target to send changes to")
-        creds = targets[0].gnmi.model_dump(include={"username", "password", "insecure"})
+        creds = targets[0].gnmi.model_dump(include=set(GnmiSecurity.model_fields))
         return cls(GnmiSetConfig.model_validate(creds),
                    {t.device: t.address for t in targets}, registry)
 

@@ -6,11 +6,14 @@ import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from prometheus_client import CollectorRegistry
+from pydantic import SecretStr
 
 from fabricops.core.actions import Action, ActionKind, Step, StepOp
+from fabricops.core.inventory import GnmiCredentials, Inventory, Target
 from fabricops.core.topology import Topology
 from fabricops.remediation.actuator import ActuatorError, Actuators, inverse
 from fabricops.remediation.gnmi_actuator import (
@@ -22,6 +25,7 @@ from fabricops.remediation.gnmi_actuator import (
 )
 from fabricops.simulator.agents.board import FrameBoard
 from fabricops.simulator.agents.driver import DriverConfig, SimulationDriver
+from fabricops.simulator.agents.gnmi_selfsigned import self_signed_pair
 from fabricops.simulator.agents.gnmi_set import DriverSetHandler
 from fabricops.simulator.agents.gnmi_target import GnmiTarget, GnmiTargetConfig
 from fabricops.simulator.builders import leaf_spine
@@ -101,6 +105,40 @@ def test_the_request_updates_the_enabled_leaf_of_the_device() -> None:
     assert update.val.bool_val is False
     assert not request.replace
     assert not request.delete
+
+
+@pytest.mark.integration
+def test_an_actuator_from_a_secured_inventory_sets_over_tls_with_the_login(
+        topology: Topology, tmp_path: Path, make_action: ActionFactory) -> None:
+    cert, key = self_signed_pair(tmp_path)
+    sim = Simulator(topology, SimConfig(seed=5))
+    board = FrameBoard()
+    driver = SimulationDriver(sim, board, DriverConfig(speed=20.0))
+    target = GnmiTarget(GnmiTargetConfig(tls_cert_file=cert, tls_key_file=key,
+                                         username="ops", password=SecretStr("pw")),
+                        board, [n.id for n in topology.switches()], DriverSetHandler(driver))
+    driver.start()
+    target.start()
+    try:
+        fabric = Fabric(board, driver, target)
+        inventory = Inventory(targets=[Target(
+            device=s, protocol="gnmi", address=target.address,
+            gnmi=GnmiCredentials(insecure=False, ca_file=cert, username="ops", password="pw"))
+            for s in target.switches])
+        actuator = GnmiSetActuator.for_inventory(inventory)
+        shut = Step(op=StepOp.SHUT_PORT, target=PORT)
+        assert actuator.apply(shut, make_action(ActionKind.ISOLATE_PORT, PORT, shut)) == {}
+        assert not fabric.admin_up(PORT)
+        wrong = Inventory(targets=[t.model_copy(update={"gnmi": t.gnmi.model_copy(
+            update={"password": "nope"})}) for t in inventory.targets])
+        undo = Step(op=StepOp.NO_SHUT_PORT, target=PORT)
+        with pytest.raises(ActuatorError, match=PORT):
+            GnmiSetActuator.for_inventory(wrong).apply(
+                undo, make_action(ActionKind.ISOLATE_PORT, PORT, undo))
+        assert not fabric.admin_up(PORT)
+    finally:
+        target.stop()
+        driver.stop()
 
 
 @pytest.mark.integration
