@@ -1,7 +1,7 @@
 """AlertDispatcher: diagnoses and actions to the team's webhook receivers, durably.
 
 Intake: a member of the ``fabricops-alerts`` consumer group on
-``diagnoses.v1`` and ``actions.v1`` renders each record once per receiver
+``diagnoses.v2`` and ``actions.v2`` renders each record once per receiver
 that wants it (:mod:`fabricops.api.alert_render`, formats in
 :mod:`fabricops.api.alert_payloads`) and writes the bodies to the store's
 webhook outbox in one transaction; the batch's offsets are committed after

@@ -1,7 +1,7 @@
 """FabricMetrics: link and switch aggregates of the fabric, computed from the bus.
 
 A member of its own consumer group (``fabricops-metrics``) on
-``telemetry.v1`` folds every frame into a :class:`~fabricops.rca.view.FabricView`
+``telemetry.v2`` folds every frame into a :class:`~fabricops.rca.view.FabricView`
 (rates and levels per port) and into
 :class:`~fabricops.api.fabric_counters.PortCounterTotals` (monotonic device
 counter totals, a device reset carried as an offset). At scrape time it yields,

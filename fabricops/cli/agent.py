@@ -55,7 +55,7 @@ def agent(
                                                 "(default: the short host name)")] = "",
     interval: Annotated[float, typer.Option(
         "--interval", min=0.01, help="Seconds between samples, until a sampling policy on "
-                                     "control.v1 asks for another")] = 1.0,
+                                     "control.v2 asks for another")] = 1.0,
     topology: Annotated[Path | None, typer.Option(
         "--topology", envvar="FABRICOPS_TOPOLOGY",
         help="Topology file: with LLDP (lldpd), names each NIC by the switch port it is "
@@ -79,7 +79,7 @@ def agent(
     port counters and hw_counters (mlx5, bnxt_re), the interface's ethtool
     statistics and /sys/class/net state, names each NIC as the topology does
     (--topology with lldpd, --nic, or in order: nic0, nic1, ...), and
-    publishes one frame per sample on telemetry.v1 (source "host").
+    publishes one frame per sample on telemetry.v2 (source "host").
 
     Check what it reads, on this host or on a recorded tree:
 

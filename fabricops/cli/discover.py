@@ -15,8 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from fabricops.cli.common import fail, stderr_console, stderr_is_terminal, user_errors
 from fabricops.cli.preflight import named
-from fabricops.core.bus import Topic, topic_name
 from fabricops.core.bus_factory import BusConfig, make_bus
+from fabricops.core.busio import publish_events
 from fabricops.core.records import Event
 from fabricops.core.topology import load_topology, save_topology
 from fabricops.discover.cabling_diff import Difference, diff_cabling, difference_events
@@ -65,7 +65,7 @@ def _publish(events: list[Event], db: str | None, bootstrap: str | None) -> None
         bus = make_bus(BusConfig(kind="kafka", bootstrap_servers=bootstrap))
         bus.start()
         try:
-            bus.publish(topic_name(Topic.EVENTS), b"events", [e.encode() for e in events])
+            publish_events(bus, events, source="discover")
             if not bus.flush(10.0):
                 raise OSError(f"--bootstrap {bootstrap}: events not acknowledged in 10 s")
         finally:

@@ -122,7 +122,7 @@ def rca_cmd(topology: TopologyFile, jobs: JobsFile = None,
             db: Db = "sqlite:///fabricops-data/fabricops.db", bus_kind: BusKind = "kafka",
             bootstrap: Bootstrap = "127.0.0.1:9092", metrics_port: MetricsPort = 0,
             duration: Seconds = 0.0) -> None:
-    """Root-cause analysis: diagnoses on diagnoses.v1 and in the store.
+    """Root-cause analysis: diagnoses on diagnoses.v2 and in the store.
 
         fabricops serve rca --topology topology.json --jobs jobs.yaml
     """
@@ -240,7 +240,7 @@ def api_cmd(
     duration: Seconds = 0.0,
 ) -> None:
     """The REST API and Prometheus /metrics over the shared store; with --alerts, the
-    alert webhooks too (they read diagnoses.v1 and actions.v1).
+    alert webhooks too (they read diagnoses.v2 and actions.v2).
 
         FABRICOPS_API_TOKEN=... fabricops serve api --topology topology.json --host 0.0.0.0
     """

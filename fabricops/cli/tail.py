@@ -17,8 +17,8 @@ from fabricops.core.views import view
 
 def tail(
     topic: Annotated[str, typer.Argument(
-        help="Topic: telemetry.v1, int.v1, events.v1, diagnoses.v1, actions.v1, control.v1, "
-                  "deadletter.v1")],
+        help="Topic: telemetry.v2, int.v2, events.v2, diagnoses.v2, actions.v2, control.v2, "
+                  "deadletter.v2")],
     bootstrap: Annotated[str, typer.Option(
         "--bootstrap", "-b", envvar="FABRICOPS_BUS__BOOTSTRAP_SERVERS",
         help="Kafka bootstrap servers, host:port[,...]")] = "127.0.0.1:9092",
@@ -34,7 +34,7 @@ def tail(
     platform's workers). Frames print with metric names, INT batches as one
     record per report. A record that cannot be decoded is shown with the reason.
 
-        fabricops tail telemetry.v1 -b 127.0.0.1:9092 -n 5
+        fabricops tail telemetry.v2 -b 127.0.0.1:9092 -n 5
     """
     if topic not in {t.value for t in Topic}:
         raise fail(f"unknown topic {topic!r}; known: {', '.join(t.value for t in Topic)}")

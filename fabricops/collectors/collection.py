@@ -3,7 +3,7 @@
 ``Collection`` runs the SNMP poller, the gNMI subscriber and the INT receiver
 for the targets of an inventory (any subset of protocols), publishes what they
 collect on the bus, and makes them follow sampling policies from
-``control.v1``. ``status()`` is what a live status line shows.
+``control.v2``. ``status()`` is what a live status line shows.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Collectors obey the pipeline: sampling policies from ``control.v1`` reach them here.
+"""Collectors obey the pipeline: sampling policies from ``control.v2`` reach them here.
 
 ``PolicyListener`` hands every policy to every collector. Intervals down to
 100 ms are honoured by the gNMI subscriber (a SAMPLE subscription at that
@@ -45,7 +45,7 @@ INTERVAL_FLOORS_S: dict[type, float] = {SnmpPoller: SNMP_MIN_INTERVAL_S}
 
 
 class PolicyListener:
-    """Consumes ``control.v1`` and hands every SamplingPolicy to every collector.
+    """Consumes ``control.v2`` and hands every SamplingPolicy to every collector.
 
     Each listener is its own consumer group (every collector process must see
     every policy). A record that is not a policy is counted and goes to the
@@ -66,7 +66,7 @@ class PolicyListener:
         self.topic = topic_name(Topic.CONTROL, prefix)
         self.applied = Counter("fabricops_policy_applied", "Sampling policies applied",
                                registry=reg)
-        self.rejected = Counter("fabricops_policy_rejected", "control.v1 records not understood",
+        self.rejected = Counter("fabricops_policy_rejected", "control.v2 records not understood",
                                 registry=reg)
         self.dead_letters = DeadLetterBox(bus, group, prefix=prefix, registry=reg)
         self._consumer = GroupConsumer(bus, [self.topic], group, self._apply_all,

@@ -8,15 +8,19 @@ actuator carries out in order. Its ``state`` moves
 
 and every move appends an ``AuditEntry``. ``undo`` holds the steps that
 revert what was applied (filled as steps are applied), so a rollback needs
-nothing but the record. The JSON codec is the bus (``actions.v1``) and store
-encoding.
+nothing but the record. On the bus (``actions.v2``) and in the store it is the
+protobuf message ``SCHEMA`` names (:mod:`fabricops.core.wire_records`).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.core.bus import Topic
+from fabricops.core.wire_records import WireModel
 
 
 class ActionMode(StrEnum):
@@ -118,7 +122,7 @@ class AuditEntry(BaseModel):
     note: str = ""
 
 
-class Action(BaseModel):
+class Action(WireModel):
     """One remedy for one diagnosis, with its full history.
 
     ``id`` is derived from the diagnosis id, the kind and the target, so the
@@ -129,6 +133,7 @@ class Action(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    SCHEMA: ClassVar[str] = Topic.ACTIONS.schema
 
     id: str = Field(min_length=1, max_length=64)
     diagnosis_id: str = Field(min_length=1, max_length=64)
@@ -157,10 +162,3 @@ class Action(BaseModel):
         entry = AuditEntry(ts_ns=ts_ns, actor=actor, state=state, note=note)
         return self.model_copy(update={**changes, "state": state, "ts_ns": ts_ns,
                                        "audit": (*self.audit, entry)})
-
-    def encode(self) -> bytes:
-        return self.model_dump_json().encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Action:
-        return cls.model_validate_json(data)

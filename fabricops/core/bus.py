@@ -8,31 +8,80 @@ Semantics both implementations keep:
 - Delivery is at-least-once: a consumer ``commit``s after its work is durable;
   records polled but not committed are delivered again after a restart or a
   rebalance.
-Topic names carry the schema version (``telemetry.v1``) behind a configurable
-prefix (default ``fabricops.``).
+Topic names carry the schema version (``telemetry.v2``) behind a configurable
+prefix (default ``fabricops.``). Every record of a topic is one Protocol Buffers
+message of the topic's ``schema`` (the ``.proto`` files under
+``fabricops/schemas/``, see :mod:`fabricops.core.wire_schema`) and carries the
+headers ``record_headers`` makes: ``content-type``, ``schema`` (the message's
+full name), ``schema-version`` and ``source`` (the component or telemetry
+source that produced it). Decoders read the value alone, so a record without
+headers is still taken.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Final, Protocol
+
+Headers = tuple[tuple[str, bytes], ...]
+"""Record headers: (name, value) pairs, in order; a name may repeat (as in Kafka)."""
+
+CONTENT_TYPE: Final = "application/x-protobuf"
 
 
 class Topic(StrEnum):
     """Logical topics; the wire name is ``prefix + value``."""
 
-    TELEMETRY = "telemetry.v1"  # Frames, key = device
-    INT = "int.v1"  # IntReports, key = sink switch
-    EVENTS = "events.v1"
-    DIAGNOSES = "diagnoses.v1"
-    ACTIONS = "actions.v1"
-    CONTROL = "control.v1"  # SamplingPolicy
-    DEAD_LETTERS = "deadletter.v1"  # DeadLetter: records a consumer could not take
+    TELEMETRY = "telemetry.v2"  # Frame, key = device
+    INT = "int.v2"  # IntBatch, key = sink switch node id
+    EVENTS = "events.v2"  # Event, key = entity
+    DIAGNOSES = "diagnoses.v2"  # Diagnosis, key = root entity
+    ACTIONS = "actions.v2"  # Action, key = action id
+    CONTROL = "control.v2"  # SamplingPolicy, key = device ("*": every device)
+    DEAD_LETTERS = "deadletter.v2"  # DeadLetter, key = the record's original topic
 
+    @property
+    def schema(self) -> str:
+        """Full name of the protobuf message every record of the topic is."""
+        return TOPIC_SCHEMAS[self]
+
+
+TOPIC_SCHEMAS: Final[dict[Topic, str]] = {
+    Topic.TELEMETRY: "fabricops.telemetry.v2.Frame",
+    Topic.INT: "fabricops.intreport.v2.IntBatch",
+    Topic.EVENTS: "fabricops.events.v2.Event",
+    Topic.DIAGNOSES: "fabricops.diagnoses.v2.Diagnosis",
+    Topic.ACTIONS: "fabricops.actions.v2.Action",
+    Topic.CONTROL: "fabricops.control.v2.SamplingPolicy",
+    Topic.DEAD_LETTERS: "fabricops.deadletter.v2.DeadLetter",
+}
 
 DEFAULT_PREFIX = "fabricops."
+
+
+def record_headers(topic: Topic, source: str) -> Headers:
+    """The headers of a record of ``topic`` produced by ``source`` (e.g. ``snmp``, ``rca``).
+
+    ``schema-version`` is the major version of the schema's package (``2`` for
+    ``fabricops.telemetry.v2``), the version in the topic name.
+    """
+    return (*_schema_headers(topic), ("source", source.encode()))
+
+
+@functools.cache
+def _schema_headers(topic: Topic) -> Headers:
+    schema = topic.schema
+    version = schema.rsplit(".", 2)[-2].removeprefix("v")
+    return (("content-type", CONTENT_TYPE.encode()), ("schema", schema.encode()),
+            ("schema-version", version.encode()))
+
+
+def header(headers: Headers, name: str) -> bytes | None:
+    """The value of the last header called ``name``, or None."""
+    return next((v for k, v in reversed(headers) if k == name), None)
 
 
 def topic_name(topic: Topic, prefix: str = DEFAULT_PREFIX) -> str:
@@ -45,7 +94,7 @@ class BusError(RuntimeError):
 
 @dataclass(frozen=True)
 class Message:
-    """One record as a consumer sees it."""
+    """One record as a consumer sees it (``headers`` empty if it was published without)."""
 
     topic: str
     partition: int
@@ -53,6 +102,7 @@ class Message:
     key: bytes
     value: bytes
     timestamp_ms: int
+    headers: Headers = ()
 
 
 class Consumer(Protocol):
@@ -77,8 +127,10 @@ class Bus(Protocol):
 
     def stop(self) -> None: ...
 
-    def publish(self, topic: str, key: bytes, values: Sequence[bytes]) -> None:
-        """Queue values for ``topic`` under ``key``; never blocks for long (bounded buffer)."""
+    def publish(self, topic: str, key: bytes, values: Sequence[bytes],
+                headers: Headers = ()) -> None:
+        """Queue values for ``topic`` under ``key``, each with ``headers``; never blocks for
+        long (bounded buffer)."""
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until queued values are acknowledged; False if the timeout passed first."""

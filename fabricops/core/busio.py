@@ -1,9 +1,10 @@
 """Records on the bus: sinks that publish them, and decoders for consumers.
 
-A frame travels as one record of ``<prefix>telemetry.v1``, encoded with
+A frame travels as one record of ``<prefix>telemetry.v2``, encoded with
 ``Frame.encode``, keyed by its device name, so one device's frames stay in order
-on one partition. INT reports travel on ``<prefix>int.v1`` as ``IntBatch``
-records, one per sink switch, keyed by the sink's node id.
+on one partition; its ``source`` header is the frame's source (``snmp``, ...).
+INT reports travel on ``<prefix>int.v2`` as ``IntBatch`` records, one per sink
+switch, keyed by the sink's node id (decimal), with ``source`` ``int``.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, record_headers, topic_name
 from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig, GroupConsumer
 from fabricops.core.frame import Frame, FrameDecodeError
 from fabricops.core.intreport import IntBatch
+from fabricops.core.records import Event
 
 
 class BusFrameSink:
@@ -26,12 +28,13 @@ class BusFrameSink:
         self.topic = topic_name(Topic.TELEMETRY, prefix)
 
     def publish_frames(self, frames: Sequence[Frame]) -> None:
-        """Publish ``frames``, one batch per device, keeping each device's order."""
-        by_device: dict[str, list[bytes]] = {}
+        """Publish ``frames``, one batch per device and source, keeping each device's order."""
+        batches: dict[tuple[str, str], list[bytes]] = {}
         for frame in frames:
-            by_device.setdefault(frame.device, []).append(frame.encode())
-        for device, values in by_device.items():
-            self.bus.publish(self.topic, device.encode(), values)
+            batches.setdefault((frame.device, frame.source.value), []).append(frame.encode())
+        for (device, source), values in batches.items():
+            self.bus.publish(self.topic, device.encode(), values,
+                             record_headers(Topic.TELEMETRY, source))
 
 
 def frames_from_messages(
@@ -67,8 +70,21 @@ class BusIntSink:
             return
         for sink in sorted(set(batch.sink.tolist())):
             part = batch.take(np.flatnonzero(batch.sink == sink))
-            self.bus.publish(self.topic, str(sink).encode(), [part.encode()])
+            self.bus.publish(self.topic, str(sink).encode(), [part.encode()],
+                             record_headers(Topic.INT, "int"))
+
+
+def publish_events(bus: Bus, events: Sequence[Event], *, source: str,
+                   prefix: str = DEFAULT_PREFIX) -> None:
+    """Publish ``events`` on the events topic keyed by entity, so one entity's events stay in
+    order on one partition; ``source`` names the producing component (``pipeline``, ...)."""
+    by_entity: dict[str, list[bytes]] = {}
+    for event in events:
+        by_entity.setdefault(event.entity, []).append(event.encode())
+    topic, headers = topic_name(Topic.EVENTS, prefix), record_headers(Topic.EVENTS, source)
+    for entity, values in by_entity.items():
+        bus.publish(topic, entity.encode(), values, headers)
 
 
 __all__ = ["BusFrameSink", "BusIntSink", "ConsumerLoop", "ConsumerLoopConfig", "GroupConsumer",
-           "frames_from_messages"]
+           "frames_from_messages", "publish_events"]

@@ -1,11 +1,12 @@
 """Dead letters: records a consumer could not take, set aside with the reason.
 
-A ``DeadLetter`` is the raw record (key and value, base64) with where it came
-from (topic, partition, offset), which consumer group gave up on it, a short
-``reason`` code (``undecodable``, ``out_of_range``, ``handler_error``, ...) and
-a readable ``detail``. It travels as JSON on ``<prefix>deadletter.v1``, keyed
-by the original topic, so any tool can read it and a fixed consumer can replay
-the original bytes.
+A ``DeadLetter`` is the raw record (key and value, as they were) with where it
+came from (topic, partition, offset), which consumer group gave up on it, a
+short ``reason`` code (``undecodable``, ``out_of_range``, ``handler_error``,
+...) and a readable ``detail``. It travels on ``<prefix>deadletter.v2`` as the
+protobuf message ``SCHEMA`` names, keyed by the original topic, with the group
+as its ``source`` header, so any tool can read it and a fixed consumer can
+replay the original bytes. Its JSON view carries key and value in base64.
 
 ``DeadLetterBox.put`` publishes one, counts it per (group, reason) and logs it
 (one line per reason per interval). Publishing never raises: a bus that cannot
@@ -14,24 +15,27 @@ take the dead letter is itself counted and logged, and the loop goes on.
 
 from __future__ import annotations
 
-import base64
 import logging
 import time
+from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, record_headers, topic_name
 from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.registry import shared_counter
+from fabricops.core.wire_records import WireModel
 
 log = logging.getLogger(__name__)
 
 
-class DeadLetter(BaseModel):
+class DeadLetter(WireModel):
     """One record set aside by a consumer (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64",
+                              val_json_bytes="base64")
+    SCHEMA: ClassVar[str] = Topic.DEAD_LETTERS.schema
 
     topic: str
     partition: int = Field(ge=0)
@@ -40,8 +44,8 @@ class DeadLetter(BaseModel):
     reason: str = Field(min_length=1, description="Short code, e.g. undecodable")
     detail: str = ""
     ts_ns: int = Field(ge=0, description="When it was set aside, ns since epoch")
-    key_b64: str = ""
-    value_b64: str = ""
+    key: bytes = b""
+    value: bytes = b""
 
     @classmethod
     def of(cls, msg: Message, *, group: str, reason: str, detail: str,
@@ -49,23 +53,7 @@ class DeadLetter(BaseModel):
         return cls(topic=msg.topic, partition=msg.partition, offset=msg.offset, group=group,
                    reason=reason, detail=detail[:2000],
                    ts_ns=time.time_ns() if ts_ns is None else ts_ns,
-                   key_b64=base64.b64encode(msg.key).decode(),
-                   value_b64=base64.b64encode(msg.value).decode())
-
-    @property
-    def value(self) -> bytes:
-        return base64.b64decode(self.value_b64)
-
-    @property
-    def key(self) -> bytes:
-        return base64.b64decode(self.key_b64)
-
-    def encode(self) -> bytes:
-        return self.model_dump_json().encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> DeadLetter:
-        return cls.model_validate_json(data)
+                   key=msg.key, value=msg.value)
 
 
 class DeadLetterBox:
@@ -92,7 +80,8 @@ class DeadLetterBox:
                           self.group, msg.topic, msg.partition, msg.offset, reason, detail)
         letter = DeadLetter.of(msg, group=self.group, reason=reason, detail=detail)
         try:
-            self.bus.publish(self.topic, msg.topic.encode(), [letter.encode()])
+            self.bus.publish(self.topic, msg.topic.encode(), [letter.encode()],
+                             record_headers(Topic.DEAD_LETTERS, self.group))
         except Exception as exc:  # the loop must go on whatever the bus says
             self.m_lost.labels(self.group).inc()
             self._log.error(f"{self.group}:unpublished", "%s: dead letter of %s[%d]@%d not "

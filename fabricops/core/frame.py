@@ -5,8 +5,10 @@ metric id ``metric[i]`` (see :mod:`fabricops.core.catalogue`) and value ``raw[i]
 Counters and states are stored as exact unsigned 64-bit integers; gauges as the
 IEEE-754 float64 bit pattern, so every value fits one ``uint64`` column.
 
-The wire format (layout rules, value packing, binary codec) lives in
-:mod:`fabricops.core.frame_codec`; its public names are re-exported here.
+On the bus and in the store a frame is the Protocol Buffers record
+``fabricops.telemetry.v2.Frame`` (:mod:`fabricops.core.wire_frame`, codec version 2).
+Layout rules, value packing and the legacy binary codec (version 1, ``b"FOF"``, still
+read for frames written before) live in :mod:`fabricops.core.frame_codec`.
 """
 
 from __future__ import annotations
@@ -19,12 +21,17 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricops.core import frame_codec
+from fabricops.core import frame_codec, wire_frame
 from fabricops.core.catalogue import CATALOGUE, Catalogue, UnknownMetricError
-from fabricops.core.frame_codec import CODEC_VERSION, FLAG_IDX_U16, MAGIC, decode_many, encode_many
+from fabricops.core.frame_codec import FLAG_IDX_U16, MAGIC, decode_many, encode_many
 
-__all__ = ["CODEC_VERSION", "FLAG_IDX_U16", "MAGIC", "Frame", "FrameDecodeError", "FrameError",
-           "Source", "decode_many", "encode_many"]
+__all__ = ["CODEC_VERSION", "FLAG_IDX_U16", "MAGIC", "SCHEMA", "Frame", "FrameDecodeError",
+           "FrameError", "Source", "decode_many", "encode_many"]
+
+CODEC_VERSION: Final = 2
+"""What ``Frame.encode`` writes: 2 is the Protocol Buffers record ``SCHEMA``; 1 was the
+legacy codec (``MAGIC``), which ``Frame.decode`` still reads."""
+SCHEMA: Final = wire_frame.SCHEMA
 
 _JSON_KEYS: Final = frozenset({"device", "ts_ns", "source", "seq", "samples", "entities"})
 _SAMPLE_KEYS: Final = frozenset({"entity", "metric", "value"})
@@ -183,13 +190,16 @@ class Frame:
         return _assemble(device, ts_ns, source, seq, ents, ids, vals, catalogue, table)
 
     def encode(self) -> bytes:
-        """Encode with codec version ``CODEC_VERSION`` (see :mod:`fabricops.core.frame_codec`)."""
-        return frame_codec.encode(self)
+        """The ``SCHEMA`` record of this frame (see :mod:`fabricops.core.wire_frame`)."""
+        return wire_frame.encode(self)
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> Frame:
-        """Decode one frame; any defect raises FrameDecodeError naming the cause."""
-        return frame_codec.decode(data)
+    def decode(cls, data: bytes | bytearray | memoryview) -> Frame:
+        """Decode one ``SCHEMA`` record, or a legacy one (``MAGIC``); any defect raises
+        FrameDecodeError naming the cause."""
+        if bytes(data[:3]) == MAGIC:
+            return frame_codec.decode(data)
+        return wire_frame.decode(data)
 
 
 def _all_str(items: Iterable[object]) -> bool:

@@ -1,11 +1,16 @@
-"""Wire format of :class:`~fabricops.core.frame.Frame`: layout rules, value packing, codec.
+"""Layout rules and value packing of :class:`~fabricops.core.frame.Frame`; legacy codec.
 
 ``layout_problem`` checks the rules every frame obeys; ``pack_values`` makes the ``raw``
-column (gauges as float64 bits, counters and states as exact u64). Codec version 1
+column (gauges as float64 bits, counters and states as exact u64). ``encode_many``
+concatenates records of ``Frame.encode``, each prefixed by its u32 byte length (run
+files); ``decode_many`` reads them back with ``Frame.decode``.
+
+Frames are written as Protocol Buffers records (:mod:`fabricops.core.wire_frame`). The
+legacy codec below (``encode``, ``decode``) is kept to read frames written before (staged
+frames in a store, run files) and to measure against. Codec version 1
 (little-endian): ``b"FOF"``, u8 version, u8 source code, u8 flags, u64 seq, i64 ts_ns,
 u16 device-name length + UTF-8, u32 n_entities, per entity (u16 length + UTF-8), u32
 n_samples, entity_idx (u16 if flag bit 0 else u32), metric (u16), raw (u64).
-``encode_many`` concatenates frames, each prefixed by its u32 byte length.
 
 ``decode`` is the bus boundary, so it also refuses what the store cannot keep: a
 ``ts_ns`` below 0 (the header's i64 cannot exceed 2**63-1) and a ``seq`` of 2**63 or
@@ -119,7 +124,7 @@ def _array_problem(idx: Any, metric: Any, raw: Any) -> str | None:
 
 
 def encode(frame: fr.Frame) -> bytes:
-    """Encode one frame with codec version ``CODEC_VERSION``."""
+    """Encode one frame with the legacy codec, version ``CODEC_VERSION``."""
     dev = _utf8(frame.device, "device name", frame.device)
     ents = [_utf8(e, f"entity {e!r}", frame.device) for e in frame.entities]
     small = len(ents) <= _U16_IDX_MAX_ENTITIES
@@ -134,10 +139,10 @@ def encode(frame: fr.Frame) -> bytes:
 
 
 def encode_many(frames: Iterable[fr.Frame]) -> bytes:
-    """Concatenate encoded frames, each prefixed by its u32 byte length."""
+    """Concatenate ``Frame.encode`` records, each prefixed by its u32 byte length."""
     parts: list[bytes] = []
     for frame in frames:
-        body = encode(frame)
+        body = frame.encode()
         if len(body) > 0xFFFFFFFF:
             raise fr.FrameError(f"frame of device {frame.device!r} is too large for a batch")
         parts += [_U32.pack(len(body)), body]
@@ -152,7 +157,7 @@ def decode_many(data: bytes | memoryview) -> list[fr.Frame]:
         where = f"batch frame #{len(frames)} at offset {reader.pos}"
         try:
             size = reader.u32("length prefix")
-            frames.append(decode(reader.take(size, "frame body")))
+            frames.append(fr.Frame.decode(reader.take(size, "frame body")))
         except fr.FrameDecodeError as exc:
             raise fr.FrameDecodeError(f"{where}: {exc}") from None
     return frames
@@ -161,7 +166,7 @@ def decode_many(data: bytes | memoryview) -> list[fr.Frame]:
 class _Reader:
     """Bounds-checked sequential reads from a byte buffer."""
 
-    def __init__(self, data: bytes | memoryview) -> None:
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
         self.buf = memoryview(data).cast("B")
         self.pos = 0
 
@@ -198,8 +203,9 @@ class _Reader:
         return np.frombuffer(self.take(n * size, what), dtype=wire).astype(dtype)
 
 
-def decode(data: bytes | memoryview) -> fr.Frame:
-    """Decode one frame filling ``data``; any defect raises FrameDecodeError naming the cause."""
+def decode(data: bytes | bytearray | memoryview) -> fr.Frame:
+    """Decode one legacy frame filling ``data``; any defect raises FrameDecodeError naming
+    the cause."""
     r = _Reader(data)
     code, flags, seq, ts_ns, device = _decode_header(r)
     n_ent = r.u32("entity count")

@@ -18,15 +18,13 @@ signed 64-bit columns) and the occupancies fit their 24 wire bits. A batch
 that breaks this cannot be built; ``range_codes`` finds the reports that would
 (``RANGE_REASONS``), so a parser can set them aside and count them.
 
-Binary codec version 1 (little-endian): ``b"FOI"``, u8 version, u32 n_reports,
-u32 n_hops, then every report column but ``hop_start`` in ``REPORT_COLUMNS``
-order, then every hop column in ``HOP_COLUMNS`` order, each as raw arrays.
+On the bus a batch is the Protocol Buffers record ``fabricops.intreport.v2.IntBatch``
+(:mod:`fabricops.core.wire_int`, codec version 2; version 1 was a private binary codec).
 """
 
 from __future__ import annotations
 
 import ipaddress
-import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntFlag
@@ -35,8 +33,11 @@ from typing import Any, Final
 import numpy as np
 from numpy.typing import NDArray
 
-CODEC_VERSION: Final = 1
-MAGIC: Final = b"FOI"
+from fabricops.core.bus import Topic
+
+CODEC_VERSION: Final = 2
+"""What ``IntBatch.encode`` writes: 2 is the record ``SCHEMA``."""
+SCHEMA: Final = Topic.INT.schema
 TX_UTIL_SCALE: Final = 1_000_000
 CELL_BYTES: Final = 80
 ROCEV2_UDP_PORT: Final = 4791
@@ -112,9 +113,6 @@ RANGE_REASONS: Final = ("timestamp_out_of_range", "occupancy_out_of_range")
 
 _DTYPES: Final = {name: np.dtype(dt) for name, dt in REPORT_COLUMNS} | {
     name: np.dtype(dt) for name, dt, _ in HOP_COLUMNS}
-_HEADER = struct.Struct("<3sBII")
-_REPORT_ROW = sum(_DTYPES[n].itemsize for n, _ in REPORT_COLUMNS if n != "hop_start")
-_HOP_ROW = sum(_DTYPES[n].itemsize for n, _, _ in HOP_COLUMNS)
 
 
 class IntBatchError(ValueError):
@@ -243,42 +241,13 @@ class IntBatch:
             yield _report_dict(rep, i, names, hops)
 
     def encode(self) -> bytes:
-        """Encode with codec version ``CODEC_VERSION``."""
-        parts = [_HEADER.pack(MAGIC, CODEC_VERSION, self.n_reports, self.n_hops)]
-        parts += [getattr(self, n).astype(f"<{dt}").tobytes()
-                  for n, dt in REPORT_COLUMNS if n != "hop_start"]
-        parts += [getattr(self, n).astype(f"<{dt}").tobytes() for n, dt, _ in HOP_COLUMNS]
-        return b"".join(parts)
+        """The ``SCHEMA`` record of this batch (see :mod:`fabricops.core.wire_int`)."""
+        return wire_int.encode(self)
 
     @classmethod
-    def decode(cls, data: bytes | memoryview) -> IntBatch:
+    def decode(cls, data: bytes | bytearray | memoryview) -> IntBatch:
         """Inverse of ``encode``; any defect raises IntDecodeError naming the cause."""
-        buf = memoryview(data).cast("B")
-        if len(buf) < _HEADER.size:
-            raise IntDecodeError(f"INT batch truncated: {len(buf)} bytes, header needs "
-                                 f"{_HEADER.size}")
-        magic, version, n_rep, n_hop = _HEADER.unpack_from(buf)
-        if magic != MAGIC:
-            raise IntDecodeError(f"bad magic {magic!r}: not an INT batch (expected {MAGIC!r})")
-        if version != CODEC_VERSION:
-            raise IntDecodeError(f"INT batch codec version {version} is not supported "
-                                 f"(this build reads {CODEC_VERSION})")
-        size = _HEADER.size + n_rep * _REPORT_ROW + n_hop * _HOP_ROW
-        if len(buf) != size:
-            raise IntDecodeError(f"INT batch of {n_rep} reports and {n_hop} hops needs "
-                                 f"{size} bytes, got {len(buf)}")
-        cols, pos = {}, _HEADER.size
-        layout = [(n, dt, n_rep) for n, dt in REPORT_COLUMNS if n != "hop_start"]
-        for name, dt, count in layout + [(n, dt, n_hop) for n, dt, _ in HOP_COLUMNS]:
-            cols[name] = np.frombuffer(buf, f"<{dt}", count, pos).astype(_DTYPES[name])
-            pos += count * _DTYPES[name].itemsize
-        if int(cols["hop_count"].sum()) != n_hop:
-            raise IntDecodeError(f"INT batch hop counts sum to {int(cols['hop_count'].sum())}, "
-                                 f"but it holds {n_hop} hops")
-        try:
-            return cls.from_columns(cols)
-        except IntBatchError as exc:
-            raise IntDecodeError(str(exc)) from None
+        return wire_int.decode(data)
 
 
 def concat(batches: Sequence[IntBatch]) -> IntBatch:
@@ -393,7 +362,10 @@ def _hop_dict(hop: dict[str, list[Any]], h: int, names: Mapping[int, str]) -> di
 
 __all__ = [
     "CELL_BYTES", "CODEC_VERSION", "DEFAULT_INT_UDP_PORT", "EIGHT_BYTE_INSTRUCTIONS",
-    "HOP_COLUMNS", "INVALID", "MAGIC", "MAX_TS_NS", "RANGE_REASONS", "REPORT_COLUMNS",
-    "RESERVED_INSTRUCTIONS", "ROCEV2_UDP_PORT", "TX_UTIL_SCALE", "Instruction", "IntBatch",
-    "IntBatchError", "IntDecodeError", "ReportFlag", "concat", "range_codes",
+    "HOP_COLUMNS", "INVALID", "MAX_TS_NS", "RANGE_REASONS", "REPORT_COLUMNS",
+    "RESERVED_INSTRUCTIONS", "ROCEV2_UDP_PORT", "SCHEMA", "TX_UTIL_SCALE", "Instruction",
+    "IntBatch", "IntBatchError", "IntDecodeError", "ReportFlag", "concat", "range_codes",
 ]
+
+
+from fabricops.core import wire_int  # noqa: E402  (last: it reads the column tables above)

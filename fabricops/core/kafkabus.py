@@ -42,7 +42,7 @@ from kafka import KafkaProducer
 from prometheus_client import CollectorRegistry
 
 from fabricops.core.backoff import Backoff
-from fabricops.core.bus import BusError
+from fabricops.core.bus import BusError, Headers
 from fabricops.core.kafkaclient import (
     KafkaBusConfig,
     KafkaGroupConsumer,
@@ -56,7 +56,7 @@ from fabricops.core.logthrottle import ThrottledLog
 __all__ = ["KafkaBus", "KafkaBusConfig", "KafkaGroupConsumer"]
 log = logging.getLogger(__name__)
 
-_Record = tuple[str, bytes, bytes]  # topic, key, value
+_Record = tuple[str, bytes, bytes, Headers]  # topic, key, value, headers
 _SEND_BATCH = 512
 _REJECTED = (kerr.MessageSizeTooLargeError, kerr.InvalidTopicError,
              kerr.TopicAuthorizationFailedError, kerr.InvalidRecordError)
@@ -116,7 +116,7 @@ class KafkaBus:
         with self._cond:
             self._thread = None
             undelivered = self._buffered()
-            for topic, _, _ in (*self._retry, *self._pending):
+            for topic, *_ in (*self._retry, *self._pending):
                 self.metrics.dropped.labels(topic, "stopped").inc()
             if self._in_flight:
                 self.metrics.dropped.labels("*", "stopped").inc(self._in_flight)
@@ -131,8 +131,10 @@ class KafkaBus:
 
     # -- publishing ---------------------------------------------------------------------
 
-    def publish(self, topic: str, key: bytes, values: Sequence[bytes]) -> None:
-        """Buffer ``values`` for ``topic`` under ``key``; waits only under policy 'block'.
+    def publish(self, topic: str, key: bytes, values: Sequence[bytes],
+                headers: Headers = ()) -> None:
+        """Buffer ``values`` for ``topic`` under ``key``, each with ``headers`` (Kafka record
+        headers); waits only under policy 'block'.
 
         Under 'block', the BusError of a buffer that stays full leaves the values
         before the one that found no room published.
@@ -147,7 +149,7 @@ class KafkaBus:
                     if full and not self._make_room(topic):
                         self.metrics.dropped.labels(topic, "buffer_full").inc()
                         continue
-                    self._pending.append((topic, key, bytes(value)))
+                    self._pending.append((topic, key, bytes(value), headers))
                     self.metrics.published.labels(topic).inc()
             finally:
                 self._set_buffered()
@@ -289,10 +291,10 @@ class KafkaBus:
         """Hand ``batch`` to the producer; how many were accepted."""
         generation = self._generation
         for i, record in enumerate(batch):
-            topic, key, value = record
+            topic, key, value, headers = record
             self.ensure_topic(topic)
             try:
-                future = producer.send(topic, key=key, value=value)
+                future = producer.send(topic, key=key, value=value, headers=list(headers))
             except _REJECTED as exc:
                 self._on_failure(record, generation, exc)
                 continue

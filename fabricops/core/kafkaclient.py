@@ -273,7 +273,8 @@ class KafkaGroupConsumer:
         except (kerr.KafkaError, OSError) as exc:
             raise self._error("poll", exc) from exc
         out = [Message(r.topic, r.partition, r.offset, r.key or b"", r.value or b"",
-                       r.timestamp) for records in batches.values() for r in records]
+                       r.timestamp, tuple((k, bytes(v)) for k, v in r.headers or ()))
+               for records in batches.values() for r in records]
         for msg in out:
             self._next[(msg.topic, msg.partition)] = msg.offset + 1
             self._metrics.consumed.labels(msg.topic, self.group).inc()

@@ -28,7 +28,7 @@ from threading import Condition
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricops.core.bus import BusError, Message
+from fabricops.core.bus import BusError, Headers, Message
 
 TopicPartition = tuple[str, int]
 
@@ -137,15 +137,19 @@ class MemoryBus:
             self._running = False
             self._cond.notify_all()
 
-    def publish(self, topic: str, key: bytes, values: Sequence[bytes]) -> None:
-        """Append ``values`` in order to the partition of ``key``; never blocks."""
+    def publish(self, topic: str, key: bytes, values: Sequence[bytes],
+                headers: Headers = ()) -> None:
+        """Append ``values`` (each with ``headers``) in order to the partition of ``key``;
+        never blocks."""
         with self._cond:
             self._require_running(f"publish to topic {topic!r}")
             partition = partition_for_key(key, self.config.partitions)
             log = self._topic(topic)[partition]
             now_ms = time.time_ns() // 1_000_000
+            headers = tuple(headers)
             for value in values:
-                log.append(Message(topic, partition, log.end, key, bytes(value), now_ms))
+                log.append(Message(topic, partition, log.end, key, bytes(value), now_ms,
+                                   headers))
                 self._age_order.append((topic, log))
                 self._retained_bytes += len(key) + len(value)
             self._metrics.published.labels(topic).inc(len(values))

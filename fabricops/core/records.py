@@ -1,13 +1,22 @@
-"""Small control records on the bus, with their JSON codec (low volume, readable)."""
+"""Small records on the bus (low volume): sampling policies, events, diagnoses.
+
+Each is a ``WireModel``: on the bus it is the protobuf message its ``SCHEMA``
+names (:mod:`fabricops.core.wire_records`); ``model_dump(mode="json")`` is its
+readable view.
+"""
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fabricops.core.bus import Topic
+from fabricops.core.wire_records import WireModel
 
-class SamplingPolicy(BaseModel):
+
+class SamplingPolicy(WireModel):
     """The sampling interval the pipeline asks collectors to use for a device.
 
     ``device`` ``"*"`` sets the default for every device. A policy past
@@ -15,19 +24,13 @@ class SamplingPolicy(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    SCHEMA: ClassVar[str] = Topic.CONTROL.schema
 
     device: str = Field(min_length=1)
     interval_s: float = Field(gt=0, le=3600)
     ts_ns: int = Field(ge=0, description="When the policy was issued")
     expires_ns: int | None = Field(default=None, ge=0)
     reason: str = ""
-
-    def encode(self) -> bytes:
-        return self.model_dump_json().encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> SamplingPolicy:
-        return cls.model_validate_json(data)
 
 
 class EventKind(StrEnum):
@@ -45,7 +48,7 @@ class Severity(StrEnum):
     CRITICAL = "critical"
 
 
-class Event(BaseModel):
+class Event(WireModel):
     """A key change the pipeline extracted from one series, kept at full resolution.
 
     ``value`` is the series value that raised the event: the new state, or the
@@ -54,6 +57,7 @@ class Event(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    SCHEMA: ClassVar[str] = Topic.EVENTS.schema
 
     ts_ns: int = Field(ge=0, description="Sample time that raised the event, ns since epoch")
     device: str = Field(min_length=1)
@@ -67,13 +71,6 @@ class Event(BaseModel):
     @property
     def key(self) -> tuple[int, str, str, str]:
         return (self.ts_ns, self.entity, self.metric, self.kind.value)
-
-    def encode(self) -> bytes:
-        return self.model_dump_json().encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Event:
-        return cls.model_validate_json(data)
 
 
 class RankedEntity(BaseModel):
@@ -99,7 +96,7 @@ class Evidence(BaseModel):
     note: str = ""
 
 
-class Diagnosis(BaseModel):
+class Diagnosis(WireModel):
     """What broke, where, how sure, why, whom it hurts, and what to do.
 
     ``id`` is stable for one incident: a revised diagnosis of the same incident
@@ -109,6 +106,7 @@ class Diagnosis(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    SCHEMA: ClassVar[str] = Topic.DIAGNOSES.schema
 
     id: str = Field(min_length=1, max_length=64)
     ts_ns: int = Field(ge=0)
@@ -124,10 +122,3 @@ class Diagnosis(BaseModel):
     affected_jobs: tuple[str, ...] = ()
     action: str = Field(default="", description="Recommended action, in words")
     model_version: str = ""
-
-    def encode(self) -> bytes:
-        return self.model_dump_json().encode()
-
-    @classmethod
-    def decode(cls, data: bytes) -> Diagnosis:
-        return cls.model_validate_json(data)

@@ -6,14 +6,16 @@ Used by ``fabricops tail``: a record that cannot be decoded is shown as such
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from fabricops.core.actions import Action
 from fabricops.core.bus import Message, Topic
+from fabricops.core.deadletter import DeadLetter
 from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
-from fabricops.core.records import SamplingPolicy
+from fabricops.core.records import Diagnosis, Event, SamplingPolicy
+from fabricops.core.wire_records import WireModel
 
 
 def _frame(value: bytes) -> Iterator[dict[str, Any]]:
@@ -24,23 +26,21 @@ def _int(value: bytes) -> Iterator[dict[str, Any]]:
     yield from IntBatch.decode(value).reports()
 
 
-def _policy(value: bytes) -> Iterator[dict[str, Any]]:
-    yield SamplingPolicy.decode(value).model_dump(mode="json")
+def _record(kind: type[WireModel]) -> Callable[[bytes], Iterator[dict[str, Any]]]:
+    def view(value: bytes) -> Iterator[dict[str, Any]]:
+        yield kind.decode(value).model_dump(mode="json")
 
-
-def _json(value: bytes) -> Iterator[dict[str, Any]]:
-    doc = json.loads(value)
-    yield doc if isinstance(doc, dict) else {"value": doc}
+    return view
 
 
 VIEWS: dict[Topic, Callable[[bytes], Iterator[dict[str, Any]]]] = {
     Topic.TELEMETRY: _frame,
     Topic.INT: _int,
-    Topic.CONTROL: _policy,
-    Topic.EVENTS: _json,
-    Topic.DEAD_LETTERS: _json,
-    Topic.DIAGNOSES: _json,
-    Topic.ACTIONS: _json,
+    Topic.CONTROL: _record(SamplingPolicy),
+    Topic.EVENTS: _record(Event),
+    Topic.DEAD_LETTERS: _record(DeadLetter),
+    Topic.DIAGNOSES: _record(Diagnosis),
+    Topic.ACTIONS: _record(Action),
 }
 
 

@@ -1,7 +1,7 @@
 """Replay a labelled scenario: simulator -> bus -> RCA, tick by tick.
 
 Each tick the simulator's frames and its INT exporter's reports are published
-on an in-process bus (``telemetry.v1``, ``int.v1``), as the collectors would;
+on an in-process bus (``telemetry.v2``, ``int.v2``), as the collectors would;
 the RCA's consumer polls the bus, decodes, and steps its engine. The RCA sees
 nothing else. The ground truth is read from the simulator only to label
 training rows and to score the outcome; it never reaches the engine. A fault

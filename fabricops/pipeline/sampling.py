@@ -19,7 +19,7 @@ Each device gets the interval of its tier: ``suspect_interval_s`` (100 ms by
 default) for at most ``max_suspect_devices`` suspect devices, the earliest
 suspected first (the others stay at ``fast_interval_s``); ``fast_interval_s``
 when hot; ``slow_interval_s`` once calm. A SamplingPolicy goes out on
-``control.v1`` whenever a device's interval changes; its reason names the
+``control.v2`` whenever a device's interval changes; its reason names the
 suspect ports. Policies are per device because collectors subscribe per
 device; ``suspects`` keeps the ports. Time is the telemetry's own (the newest
 frame's timestamp), so a simulated fabric running faster than real time works.
@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, Topic, record_headers, topic_name
 from fabricops.core.catalogue import CATALOGUE, UnknownMetricError
 from fabricops.core.entities import PORT_SEP
 from fabricops.core.records import Event, EventKind, SamplingPolicy
@@ -240,7 +240,8 @@ class SamplingController:
             return
         topic = topic_name(Topic.CONTROL, self.config.prefix)
         for policy in policies:
-            self.bus.publish(topic, policy.device.encode(), [policy.encode()])
+            self.bus.publish(topic, policy.device.encode(), [policy.encode()],
+                             record_headers(Topic.CONTROL, "pipeline"))
             self.published.labels(f"{policy.interval_s:g}").inc()
             log.info("sampling %s every %g s (%s)", policy.device, policy.interval_s,
                      policy.reason)

@@ -39,6 +39,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
+from fabricops.core.busio import publish_events
 from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.frame import Frame, FrameError
@@ -337,8 +338,8 @@ class PipelineWorker:
                 result.events = events
         if result.events:
             self.store.put_events(result.events)
-            self.bus.publish(topic_name(Topic.EVENTS, self.config.prefix), b"events",
-                             [e.encode() for e in result.events])
+            publish_events(self.bus, result.events, source="pipeline",
+                           prefix=self.config.prefix)
         if accepted:
             self.store.stage_frames(accepted)
         for (device, source), window in closed:

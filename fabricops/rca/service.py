@@ -1,9 +1,9 @@
 """RcaService: the RCA as a member of the ``fabricops-rca`` consumer group.
 
-It consumes ``telemetry.v1`` and ``int.v1``, steps its engine once per
+It consumes ``telemetry.v2`` and ``int.v2``, steps its engine once per
 ``step_s`` of telemetry time, and publishes each new or revised diagnosis (one
 per separate root: concurrent faults are published side by side) on
-``diagnoses.v1`` and into the store (if given). A diagnosis is revised (same
+``diagnoses.v2`` and into the store (if given). A diagnosis is revised (same
 id, newer time) when its root or fault type changes, or every
 ``republish_s`` while the incident lasts. Offsets are committed after the
 diagnoses of a batch are stored.
@@ -18,7 +18,15 @@ from collections.abc import Mapping, Sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, BusError, Message, Topic, topic_name
+from fabricops.core.bus import (
+    DEFAULT_PREFIX,
+    Bus,
+    BusError,
+    Message,
+    Topic,
+    record_headers,
+    topic_name,
+)
 from fabricops.core.busio import GroupConsumer, frames_from_messages
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.intreport import IntBatch, IntBatchError
@@ -103,7 +111,8 @@ class RcaService:
         self.m_latency.observe(time.perf_counter() - started)
         due = [d for d in result.diagnoses if self._due(d)]
         for d in due:
-            self.bus.publish(self._out, d.root.encode(), [d.encode()])
+            self.bus.publish(self._out, d.root.encode(), [d.encode()],
+                             record_headers(Topic.DIAGNOSES, "rca"))
         if due and self.store is not None:
             try:
                 self.store.put_diagnoses(due)

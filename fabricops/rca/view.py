@@ -1,7 +1,7 @@
 """FabricView: the latest rates, gauges and states of every port, from telemetry only.
 
-The view is built from the topology and fed decoded frames (``telemetry.v1``)
-and INT batches (``int.v1``). Each counter sample is turned into a rate against
+The view is built from the topology and fed decoded frames (``telemetry.v2``)
+and INT batches (``int.v2``). Each counter sample is turned into a rate against
 the previous sample of the same counter of that port (u64 arithmetic, so a
 wrap is exact; a counter that goes backwards is a reset and leaves the rate
 unknown). A frame may carry only some of a port's metrics (one gNMI

@@ -1,11 +1,11 @@
 """RemediationService: remediation as a member of the ``fabricops-remediation`` group.
 
-It consumes ``diagnoses.v1`` (what to remedy) and the telemetry the RCA sees
-(``telemetry.v1``, ``int.v1``: for the pre-check's loads and for
+It consumes ``diagnoses.v2`` (what to remedy) and the telemetry the RCA sees
+(``telemetry.v2``, ``int.v2``: for the pre-check's loads and for
 verification), and steps its engine once per ``step_s`` of telemetry time.
 Every state change of an action is written to the store (the audit log;
 optimistic concurrency against operators' approvals through the CLI or API),
-published on ``actions.v1`` (key = action id) and sent to the webhook, if
+published on ``actions.v2`` (key = action id) and sent to the webhook, if
 one is configured. Approvals, rejections and rollback requests are read from
 the store at every step.
 """
@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricops.core.actions import Action, ActionState
-from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, record_headers, topic_name
 from fabricops.core.busio import GroupConsumer, frames_from_messages
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.intreport import IntBatch, IntBatchError
@@ -123,7 +123,8 @@ class RemediationService:
                 stored = self.store.action(new.id) or new
             except StoreError as exc:
                 log.error("remediation: could not store action %s: %s", new.id, exc)
-        self.bus.publish(self._out, stored.id.encode(), [stored.encode()])
+        self.bus.publish(self._out, stored.id.encode(), [stored.encode()],
+                         record_headers(Topic.ACTIONS, "remediation"))
         if self.notifier is not None:
             self.notifier.notify(stored)
         return stored

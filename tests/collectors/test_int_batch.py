@@ -8,11 +8,13 @@ import pytest
 from fabricops.core.intreport import (
     CODEC_VERSION,
     INVALID,
+    SCHEMA,
     IntBatch,
     IntBatchError,
     IntDecodeError,
     concat,
 )
+from fabricops.core.wire_schema import message_class
 from tests.collectors.int_samples import COMMON_BITS, differences, random_batch
 
 
@@ -24,17 +26,19 @@ def sample(seed: int = 1, n: int = 5) -> IntBatch:
 def test_codec_round_trip_is_exact() -> None:
     batch = sample()
     data = batch.encode()
-    assert data[:4] == b"FOI" + bytes([CODEC_VERSION])
+    assert CODEC_VERSION == 2
     assert IntBatch.decode(data) == batch
+    assert IntBatch.decode(memoryview(bytearray(data))) == batch
     assert IntBatch.decode(IntBatch.empty().encode()) == IntBatch.empty()
 
 
 @pytest.mark.parametrize(("mutate", "cause"), [
-    (lambda d: b"XYZ" + d[3:], "bad magic"),
-    (lambda d: d[:3] + bytes([9]) + d[4:], "version 9 is not supported"),
-    (lambda d: d[:-1], "needs"),
-    (lambda d: d[:5], "truncated"),
-    (lambda d: d + b"\0", "needs"),
+    (lambda d: b"FOI\x01" + d, "not a fabricops.intreport.v2.IntBatch record"),
+    (lambda d: d[:-1], "runs past the end"),
+    (lambda d: d[:4], "holds 0 values but n_reports is 5"),
+    (lambda d: d[:5], "truncated varint at offset 5"),
+    (lambda d: d + b"\x00", "field number 0"),
+    (lambda d: d + b"\x08\x09", "holds 5 values but n_reports is 9"),
 ])
 def test_decode_names_the_defect(mutate: object, cause: str) -> None:
     data = sample().encode()
@@ -43,12 +47,10 @@ def test_decode_names_the_defect(mutate: object, cause: str) -> None:
 
 
 def test_decode_rejects_hop_counts_that_do_not_add_up() -> None:
-    batch = sample(n=3)
-    data = bytearray(batch.encode())
-    offset = 12 + 3 * (8 + 4 * 4 + 2 * 2 + 1 + 1 + 2 + 1)  # the hop_count column
-    data[offset] += 1
+    message = message_class(SCHEMA).FromString(sample(n=3).encode())
+    message.hop_count[0] += 1
     with pytest.raises(IntDecodeError, match="hop counts sum"):
-        IntBatch.decode(bytes(data))
+        IntBatch.decode(message.SerializeToString())
 
 
 def test_construction_checks_dtypes_and_hop_offsets() -> None:

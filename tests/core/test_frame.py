@@ -1,4 +1,4 @@
-"""Frame record, builder, JSON view and binary codec."""
+"""Frame record, builder, JSON view, and the legacy binary codec it still reads."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from fabricops.core import frame_codec
 from fabricops.core.catalogue import CATALOGUE, UnknownMetricError
 from fabricops.core.frame import (
     CODEC_VERSION,
@@ -225,12 +226,18 @@ def test_build_rejects_mismatched_columns() -> None:
         Frame.build("d", 0, "sim", 0, ["e"], ["in_octets", "out_octets"], [1, 2])
 
 
-# ---- codec layout and errors ------------------------------------------------
+# ---- legacy codec (version 1, still read): layout and errors -----------------
+# The Protocol Buffers record Frame.encode writes is tested in test_wire_frame.py.
+
+def legacy(frame: Frame) -> bytes:
+    return frame_codec.encode(frame)
+
 
 def test_layout_header() -> None:
-    data = sample_frame().encode()
+    data = legacy(sample_frame())
     assert data[:3] == b"FOF"
-    assert data[3] == CODEC_VERSION == 1
+    assert data[3] == frame_codec.CODEC_VERSION == 1
+    assert CODEC_VERSION == 2
     assert data[5] == FLAG_IDX_U16
     seq, ts_ns = struct.unpack_from("<Qq", data, 6)
     assert (seq, ts_ns) == (42, 1_700_000_000_123_456_789)
@@ -242,7 +249,7 @@ def test_more_than_65536_entities_uses_u32_indices() -> None:
         idx = np.array([0, n_ent - 1, n_ent // 2], np.uint32)
         frame = Frame("d", 1, Source.INT, 2, ents, idx, np.ones(3, np.uint16),
                       np.arange(3, dtype=np.uint64))
-        data = frame.encode()
+        data = legacy(frame)
         assert data[5] == flag
         names = sum(2 + len(e) for e in ents)
         assert len(data) == HEADER_SIZE + 1 + 4 + names + 4 + 3 * (idx_size + 2 + 8)
@@ -250,21 +257,23 @@ def test_more_than_65536_entities_uses_u32_indices() -> None:
 
 
 def test_every_truncation_raises_frame_decode_error() -> None:
-    data = sample_frame().encode()
+    data = legacy(sample_frame())
     for cut in range(len(data)):
         with pytest.raises(FrameDecodeError):
             Frame.decode(data[:cut])
 
 
 def test_truncation_message_says_expected_and_present() -> None:
-    data = sample_frame().encode()
+    data = legacy(sample_frame())
     with pytest.raises(FrameDecodeError, match=r"truncated.*needs 48 bytes.*only 42 are present"):
         Frame.decode(data[:-6])
 
 
-@given(frames(), st.data())
-def test_corrupted_bytes_raise_only_frame_decode_error(frame: Frame, data: st.DataObject) -> None:
-    buf = bytearray(frame.encode())
+@given(frames(), st.data(), st.sampled_from([Frame.encode, frame_codec.encode]))
+def test_corrupted_bytes_raise_only_frame_decode_error(
+    frame: Frame, data: st.DataObject, encode: Any,
+) -> None:
+    buf = bytearray(encode(frame))
     for _ in range(data.draw(st.integers(1, 4))):
         pos = data.draw(st.integers(0, len(buf) - 1))
         buf[pos] = data.draw(st.integers(0, 255))
@@ -274,7 +283,7 @@ def test_corrupted_bytes_raise_only_frame_decode_error(frame: Frame, data: st.Da
 
 
 def _patched(offset: int, value: bytes) -> bytes:
-    data = bytearray(sample_frame().encode())
+    data = bytearray(legacy(sample_frame()))
     data[offset:offset + len(value)] = value
     return bytes(data)
 
@@ -285,14 +294,15 @@ ENTITY0 = HEADER_SIZE + len("leaf-0-3") + 4 + 2  # first byte of the first entit
 @pytest.mark.parametrize(
     ("data", "needle"),
     [
-        (b"GIF89a", "bad magic"),
+        (b"GIF89a", "not a fabricops.telemetry.v2.Frame record"),
         (_patched(3, b"\x07"), "frame codec version 7 is not supported (this build reads 1)"),
         (_patched(4, b"\x09"), "unknown source code 9"),
         (_patched(5, b"\x03"), "unknown flag bits 0x02"),
         (_patched(ENTITY0, b"\xff"), "entity #0 is not valid UTF-8"),
         (_patched(HEADER_SIZE, b"\xc3"), "device name is not valid UTF-8"),
-        (sample_frame().encode() + b"\x00\x00", "2 trailing bytes"),
-        (b"", "truncated"),
+        (legacy(sample_frame()) + b"\x00\x00", "2 trailing bytes"),
+        (b"", "source missing"),
+        (b"FOF", "truncated"),
     ],
 )
 def test_decode_errors_name_the_cause(data: bytes, needle: str) -> None:
@@ -302,7 +312,7 @@ def test_decode_errors_name_the_cause(data: bytes, needle: str) -> None:
 
 def test_decode_entity_index_out_of_range() -> None:
     frame = sample_frame()
-    data = bytearray(frame.encode())
+    data = bytearray(legacy(frame))
     idx_at = len(data) - frame.n_samples * (2 + 2 + 8)
     data[idx_at + 2:idx_at + 4] = struct.pack("<H", 9)
     with pytest.raises(FrameDecodeError, match=r"sample #1 has entity index 9.*2 entities"):
@@ -316,21 +326,22 @@ def test_decode_u16_flag_with_too_many_entities() -> None:
         Frame.decode(data)
 
 
-def test_decode_copies_from_mutable_buffers() -> None:
-    buf = bytearray(sample_frame().encode())
+@pytest.mark.parametrize("encode", [Frame.encode, frame_codec.encode])
+def test_decode_copies_from_mutable_buffers(encode: Any) -> None:
+    buf = bytearray(encode(sample_frame()))
     frame = Frame.decode(memoryview(buf))
     buf[-8:] = b"\x00" * 8
     assert frame == sample_frame()
 
 
 def test_decode_many_errors_name_the_frame() -> None:
-    good = encode_many([sample_frame()])
+    good = frame_codec.encode_many([sample_frame()])
     with pytest.raises(FrameDecodeError, match=r"batch frame #1 at offset .*length prefix"):
         decode_many(good + b"\x01\x00")
     with pytest.raises(FrameDecodeError, match=r"batch frame #1 .*frame body needs"):
         decode_many(good + good[:-1])
-    bad = good[:4] + b"XXX" + good[7:]
-    with pytest.raises(FrameDecodeError, match=r"batch frame #0 .*bad magic"):
+    bad = good[:4] + b"\xff" * 3 + good[7:]
+    with pytest.raises(FrameDecodeError, match=r"batch frame #0 .*not a fabricops"):
         decode_many(bad)
     assert decode_many(b"") == []
 

@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from pydantic import ValidationError
 
 from fabricops.core import kafkabus, kafkaclient
+from fabricops.core.bus import Topic, record_headers
 from fabricops.core.kafkabus import KafkaBus, KafkaBusConfig
 
 LOGGER = "fabricops.core.kafkabus"
@@ -37,6 +38,7 @@ class FakeBroker:
         self.reject: set[str] = set()
         self.connects: list[float] = []
         self.delivered: list[tuple[str, bytes]] = []
+        self.headers: list[list[tuple[str, bytes]]] = []
         self.lock = threading.Lock()
 
     def producer(self, **_options: Any) -> FakeProducer:
@@ -56,13 +58,15 @@ class FakeProducer:
     def __init__(self, broker: FakeBroker) -> None:
         self.broker = broker
 
-    def send(self, topic: str, key: bytes, value: bytes) -> Future:
+    def send(self, topic: str, key: bytes, value: bytes,
+             headers: list[tuple[str, bytes]] | None = None) -> Future:
         if topic in self.broker.reject:
             raise kerr.MessageSizeTooLargeError(f"{len(value)} bytes is too large")
         if not self.broker.up:
             return Future().failure(kerr.KafkaConnectionError("broker went away"))
         with self.broker.lock:
             self.broker.delivered.append((topic, value))
+            self.broker.headers.append(list(headers or []))
         return Future().success(None)
 
     def flush(self, timeout: float | None = None) -> None:
@@ -159,6 +163,21 @@ def test_records_rejected_for_good_are_one_line_per_interval_with_a_count(
         "fabricops_kafkabus_dropped_records_total",
         {"topic": "fabricops.big.v1", "reason": "rejected"}) == 50
     assert broker.delivered == [("fabricops.t.v1", b"fine")]
+
+
+def test_headers_reach_the_producer_with_every_record(broker: FakeBroker) -> None:
+    broker.up = True
+    bus = _bus()
+    headers = record_headers(Topic.EVENTS, "pipeline")
+    bus.start()
+    try:
+        bus.publish("fabricops.events.v2", b"leaf-0:eth1", [b"a", b"b"], headers)
+        bus.publish("fabricops.t.v1", b"k", [b"bare"])
+        assert bus.flush(30)
+    finally:
+        bus.stop()
+    assert broker.headers == [list(headers), list(headers), []]
+    assert dict(broker.headers[0])["schema"] == b"fabricops.events.v2.Event"
 
 
 def test_a_stop_does_not_sit_out_a_long_pause(

@@ -4,11 +4,11 @@ dead-letter topic from each group that read it, and no valid record is lost."""
 
 from __future__ import annotations
 
-import struct
 import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,13 +17,16 @@ from fabricops.api.alert_config import AlertReceiver
 from fabricops.api.alerts import AlertDispatcher, AlertsConfig
 from fabricops.api.fabric_metrics import FabricMetrics, FabricMetricsConfig
 from fabricops.collectors.policy import PolicyListener
-from fabricops.core.actions import ActionMode
+from fabricops.core import frame_codec
+from fabricops.core.actions import Action, ActionKind, ActionMode
 from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.deadletter import DeadLetter
+from fabricops.core.frame import Frame
 from fabricops.core.liveness import Liveness
 from fabricops.core.membus import MemoryBus
-from fabricops.core.records import SamplingPolicy
+from fabricops.core.records import Diagnosis, SamplingPolicy
+from fabricops.core.wire_schema import message_class
 from fabricops.pipeline.keyframe import decode_block
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.rca.service import RcaService, RcaServiceConfig
@@ -37,37 +40,57 @@ from fabricops.simulator.workload import JobSpec
 from fabricops.store.store import Store, StoreConfig
 from tests.collectors.int_samples import random_batch
 
-FRAME_TS_OFFSET = 3 + 1 + 1 + 1 + 8  # magic, version, source, flags, seq
+
+def _poison(valid: bytes, *, wrong_version: bytes, out_of_range: bytes) -> dict[str, bytes]:
+    """Records each consumer of a topic must set aside: bytes that are no protobuf message,
+    the topic's previous encoding, a record cut short, values out of range, and the three
+    ways a protobuf record breaks (a varint cut short, a length past the end, a field of
+    the wrong wire type)."""
+    return {"garbage": b"\x00\xffgarbage\x13", "wrong_version": wrong_version,
+            "truncated": valid[:3], "out_of_range": out_of_range,
+            "truncated_varint": b"\x08\xff", "length_past_end": b"\x12\x50ab",
+            "wrong_wire_type": b"\x0d\x00\x00\x00\x00"}
 
 
-def _poison(valid: bytes, *, version_at: int, out_of_range: bytes) -> dict[str, bytes]:
-    wrong_version = bytearray(valid)
-    wrong_version[version_at] = 99
-    return {"garbage": b"\x00\xffgarbage\x13", "wrong_version": bytes(wrong_version),
-            "truncated": valid[: len(valid) // 2], "out_of_range": out_of_range}
+def _message(record: Any) -> Any:
+    """``record`` as a message of the protobuf runtime, built from the schema."""
+    return message_class(record.SCHEMA).FromString(record.encode())
 
 
-def _frame_poison(valid: bytes) -> dict[str, bytes]:
-    negative_ts = bytearray(valid)
-    struct.pack_into("<q", negative_ts, FRAME_TS_OFFSET, -5)
-    return _poison(valid, version_at=3, out_of_range=bytes(negative_ts))
+def _frame_poison(frame: Frame) -> dict[str, bytes]:
+    old = bytearray(frame_codec.encode(frame))
+    old[3] = 99  # the legacy codec's version byte
+    negative_ts = message_class(Topic.TELEMETRY.schema).FromString(frame.encode())
+    negative_ts.ts_ns = -5
+    return _poison(frame.encode(), wrong_version=bytes(old),
+                   out_of_range=negative_ts.SerializeToString())
 
 
 def _int_poison() -> dict[str, bytes]:
     rng = np.random.default_rng(1)
-    mark = 0x0123_4567_89AB_CDEF
-    valid = random_batch(rng, 1, 3, 0xFD00, ts_ns=np.full(1, mark, np.uint64)).encode()
-    at = valid.index(struct.pack("<Q", mark))  # the report's timestamp, as the wire has it
-    far = bytearray(valid)
-    struct.pack_into("<Q", far, at, 2**63 + 5)
-    return _poison(valid, version_at=4, out_of_range=bytes(far))
+    valid = random_batch(rng, 1, 3, 0xFD00).encode()
+    far = message_class(Topic.INT.schema).FromString(valid)
+    far.ts_ns[0] = 2**63 + 5
+    return _poison(valid, wrong_version=b"FOI\x01\x01\x00\x00\x00\x00\x00\x00\x00",
+                   out_of_range=far.SerializeToString())
 
 
-def _json_poison(valid: bytes, field: str, bad: str) -> dict[str, bytes]:
-    text = valid.decode()
-    return {"garbage": b"\x00\xffgarbage", "wrong_version": b'{"schema": 99}',
-            "truncated": valid[: len(valid) // 2],
-            "out_of_range": text.replace(field, bad, 1).encode()}
+def _record_poison(record: Any, field: str, bad: Any) -> dict[str, bytes]:
+    out_of_range = _message(record)
+    setattr(out_of_range, field, bad)
+    return _poison(record.encode(), wrong_version=b'{"schema": 99}',
+                   out_of_range=out_of_range.SerializeToString())
+
+
+def _diagnosis() -> Diagnosis:
+    return Diagnosis(id="dx-1", ts_ns=1, onset_ns=1, root="leaf-0-0", root_kind="switch",
+                     fault_type="link_flap", confidence=0.5)
+
+
+def _action() -> Action:
+    return Action(id="act-1", diagnosis_id="dx-1", created_ns=1, ts_ns=1,
+                  kind=ActionKind.TICKET, target="leaf-0-0", fault_type="link_flap",
+                  confidence=0.5, mode=ActionMode.OBSERVE)
 
 
 @pytest.fixture
@@ -112,15 +135,13 @@ def test_every_worker_survives_every_poison_record_and_no_valid_record_is_lost(
             sink.publish_frames(frames)
 
     tick(5)
-    valid_frame = sim.frames()[0].encode()
-    policy_doc = SamplingPolicy(device="leaf-0-0", interval_s=1.0, ts_ns=1).encode()
+    policy = SamplingPolicy(device="leaf-0-0", interval_s=1.0, ts_ns=1)
     poison = {
-        Topic.TELEMETRY: _frame_poison(valid_frame),
+        Topic.TELEMETRY: _frame_poison(sim.frames()[0]),
         Topic.INT: _int_poison(),
-        Topic.CONTROL: _json_poison(policy_doc, '"interval_s":1.0', '"interval_s":-1.0'),
-        Topic.DIAGNOSES: _json_poison(b'{"id": "dx-1", "confidence": 0.5}', "0.5", "7.5"),
-        Topic.ACTIONS: _json_poison(b'{"id": "act-1", "state": "proposed"}', "proposed",
-                                    "exploded"),
+        Topic.CONTROL: _record_poison(policy, "interval_s", -1.0),
+        Topic.DIAGNOSES: _record_poison(_diagnosis(), "confidence", 7.5),
+        Topic.ACTIONS: _record_poison(_action(), "state", 99),
     }
     for topic, records in poison.items():
         bus.publish(topic_name(topic), b"poison", list(records.values()))

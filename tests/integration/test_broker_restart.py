@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from fabricops.core.bus import Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.kafkabus import KafkaBus
 from fabricops.core.liveness import Liveness
@@ -131,7 +132,7 @@ def test_a_30_s_broker_stop_loses_nothing_and_stores_nothing_twice(
     store.stop()
     assert during_outage > 0, "frames were published while the broker was down"
     dropped = producer.registry.get_sample_value("fabricops_kafkabus_dropped_records_total",
-                                                 {"topic": "fabricops.telemetry.v1",
+                                                 {"topic": topic_name(Topic.TELEMETRY),
                                                   "reason": "buffer_full"})
     assert not dropped, "the producer's buffer held the outage"
     lost = sent - set(stored)

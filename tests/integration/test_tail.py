@@ -32,8 +32,8 @@ def test_tail_prints_frames_and_flags_undecodable_records(kafka_broker: str) -> 
         assert bus.flush(10.0)
     finally:
         bus.stop()
-    result = CliRunner().invoke(app, ["tail", "telemetry.v1", "-b", kafka_broker, "-n", "3",
-                                      "--seconds", "30", "--compact"])
+    result = CliRunner().invoke(app, ["tail", Topic.TELEMETRY.value, "-b", kafka_broker,
+                                      "-n", "3", "--seconds", "30", "--compact"])
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.stdout.splitlines()]
     frames = sorted((r for r in records if "samples" in r), key=lambda r: r["device"])

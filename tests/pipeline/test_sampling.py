@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Topic, record_headers, topic_name
 from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Event, EventKind, SamplingPolicy
 from fabricops.pipeline.sampling import SamplingConfig, SamplingController
@@ -18,8 +18,11 @@ S = 10**9
 
 def _policies(bus: MemoryBus) -> list[SamplingPolicy]:
     consumer = bus.subscribe([topic_name(Topic.CONTROL, DEFAULT_PREFIX)], "reader")
-    got = [SamplingPolicy.decode(m.value) for m in consumer.poll(0.0, 100_000)]
+    records = consumer.poll(0.0, 100_000)
+    got = [SamplingPolicy.decode(m.value) for m in records]
     consumer.close()
+    assert [m.key for m in records] == [p.device.encode() for p in got], "keyed by device"
+    assert {m.headers for m in records} <= {record_headers(Topic.CONTROL, "pipeline")}
     return got
 
 

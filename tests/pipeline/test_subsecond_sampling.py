@@ -5,7 +5,7 @@ The twin ticks every 100 ms and publishes each tick's frames on its board, as it
 for its protocol agents. A ``FrameSampler`` per pipeline (the collector of a push
 source) listens there and forwards what is due to the bus; the pipeline worker turns
 frames into events; in the adaptive pipeline the ``SamplingController`` publishes
-policies on ``control.v1`` and a ``PolicyListener`` hands them to the sampler, as in
+policies on ``control.v2`` and a ``PolicyListener`` hands them to the sampler, as in
 production. Everything is judged on the pipeline's own events, in device time.
 """
 

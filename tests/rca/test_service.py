@@ -1,10 +1,10 @@
-"""RcaService on the bus: telemetry in, a diagnosis out on diagnoses.v1 and in the store."""
+"""RcaService on the bus: telemetry in, a diagnosis out on diagnoses.v2 and in the store."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from fabricops.core.bus import Topic, topic_name
+from fabricops.core.bus import Topic, record_headers, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Diagnosis
@@ -36,8 +36,11 @@ def test_a_link_going_down_is_published_and_stored_once_per_revision(tmp_path: P
         sim.step()
         sink.publish_frames(sim.frames())
         service.process(consumer.poll(0.0, 10_000))
-    published = [Diagnosis.decode(m.value) for m in watcher.poll(0.0, 100)]
+    records = watcher.poll(0.0, 100)
+    published = [Diagnosis.decode(m.value) for m in records]
     assert published, "no diagnosis published"
+    assert [m.key for m in records] == [d.root.encode() for d in published], "keyed by root"
+    assert {m.headers for m in records} == {record_headers(Topic.DIAGNOSES, "rca")}
     assert all(d.ts_ns > sim.config.start_time_ns + 15e9 for d in published)
     last = published[-1]
     assert (last.root, last.fault_type) == (LINK, "link_down")

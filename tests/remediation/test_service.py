@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from fabricops.core.actions import Action, ActionMode, ActionState
-from fabricops.core.bus import Topic, topic_name
+from fabricops.core.bus import Topic, record_headers, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus
 from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
@@ -84,7 +84,11 @@ def test_approve_through_the_store_then_roll_back_on_request(tmp_path: Path,
     assert back.state is ActionState.ROLLED_BACK
     assert back.request == ""
     assert sim.control.wcmp_weight("agg-0-0:eth1") == 1
-    states = [Action.decode(m.value).state for m in published.poll(0.0, 100)]
+    records = published.poll(0.0, 100)
+    actions = [Action.decode(m.value) for m in records]
+    assert [m.key for m in records] == [a.id.encode() for a in actions], "keyed by action id"
+    assert {m.headers for m in records} == {record_headers(Topic.ACTIONS, "remediation")}
+    states = [a.state for a in actions]
     assert states[0] is ActionState.PROPOSED
     assert ActionState.APPLIED in states
     assert states[-1] is ActionState.ROLLED_BACK

@@ -56,7 +56,7 @@ def test_run_file_round_trip_and_cut_short(streaming: Make, tmp_path: Path) -> N
     ticks = list(reader.ticks())
     assert len(ticks) == 3
     assert [f.encode() for f in ticks[-1]] == [f.encode() for f in sim.frames()]
-    assert reader.header()["codec_version"] == 1
+    assert reader.header()["codec_version"] == 2  # frames are Protocol Buffers records
     cut = tmp_path / "cut.fosrun"
     cut.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     read: list[int] = []

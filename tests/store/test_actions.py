@@ -215,7 +215,8 @@ def test_a_body_that_no_longer_decodes_is_skipped_and_counted(store: Store) -> N
     store.put_action(bad)
     with _engine(store) as engine, engine.begin() as conn:
         conn.execute(text("UPDATE actions SET body = :body WHERE id = 'act-b'"),
-                     {"body": bad.encode().replace(b'"drain_link"', b'"reboot_switch"')})
+                     {"body": bad.model_dump_json().encode().replace(b'"drain_link"',
+                                                                     b'"reboot_switch"')})
     assert store.actions() == [good]
     assert store.action("act-b") is None
     value = store.registry.get_sample_value

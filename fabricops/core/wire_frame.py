@@ -1,0 +1,152 @@
+"""Frame on the wire: message ``fabricops.telemetry.v2.Frame``, encoded on NumPy arrays.
+
+``encode`` writes exactly the bytes protobuf's own serializer writes for the
+same message (fields in number order, zero scalars and empty columns left
+out), with the three columns as packed fixed-width arrays. ``decode`` reads
+any valid encoding of the message (see :mod:`fabricops.core.wire_columns`)
+and is the bus boundary, so it checks what the store needs as the legacy
+codec did (see :mod:`fabricops.core.frame_codec`): ``0 <= ts_ns < 2**63``,
+``seq < 2**63``, a known source, ``n_samples`` equal to the length of every
+column, metric ids within 16 bits, entity indices within the table, no
+duplicate entities. Any defect raises ``FrameDecodeError`` naming it.
+
+The field numbers and types are read from the schema at import; a schema
+that no longer fits this codec fails the import with ``SchemaError``.
+
+``fabricops.core.frame`` imports this module at its top; this module binds
+``frame`` at its bottom, so either can be imported first.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+import numpy as np
+from google.protobuf.descriptor import FieldDescriptor
+
+from fabricops.core import wire_schema
+from fabricops.core.bus import Topic
+from fabricops.core.wire_columns import (
+    WT_LEN,
+    WT_VARINT,
+    Kind,
+    WireError,
+    as_bytes,
+    column,
+    key,
+    packed,
+    scan,
+    signed64,
+    varint,
+)
+
+SCHEMA: Final = Topic.TELEMETRY.schema
+_STORE_LIMIT: Final = 2**63
+_FD = FieldDescriptor
+# name -> (how scan keeps it, the proto type this codec writes)
+_LAYOUT: Final = {
+    "n_samples": (Kind.VARINT, _FD.TYPE_UINT32), "device": (Kind.STRING, _FD.TYPE_STRING),
+    "ts_ns": (Kind.VARINT, _FD.TYPE_INT64), "source": (Kind.VARINT, _FD.TYPE_ENUM),
+    "seq": (Kind.VARINT, _FD.TYPE_UINT64), "entities": (Kind.STRINGS, _FD.TYPE_STRING),
+    "entity_idx": (Kind.FIXED32S, _FD.TYPE_FIXED32), "metric": (Kind.FIXED32S, _FD.TYPE_FIXED32),
+    "raw": (Kind.FIXED64S, _FD.TYPE_FIXED64),
+}
+
+
+def _numbers() -> dict[str, int]:
+    fields = wire_schema.message_descriptor(SCHEMA).fields_by_name
+    for name, (_, proto_type) in _LAYOUT.items():
+        field = fields.get(name)
+        if field is None or field.type != proto_type:
+            raise wire_schema.SchemaError(f"{SCHEMA}.{name} is not the field type "
+                                          f"{proto_type} the frame codec writes")
+    return {name: fields[name].number for name in _LAYOUT}
+
+
+_N: Final = _numbers()
+_KINDS: Final = {_N[name]: kind for name, (kind, _) in _LAYOUT.items()}
+_TAG: Final = {name: key(_N[name], WT_VARINT if kind == Kind.VARINT else WT_LEN)
+               for name, (kind, _) in _LAYOUT.items()}
+_U4, _U8 = np.dtype("<u4"), np.dtype("<u8")
+
+
+@functools.cache
+def _source_numbers() -> dict[Any, int]:
+    enum = wire_schema.message_descriptor(SCHEMA).fields_by_name["source"].enum_type
+    return wire_schema.enum_numbers(enum, fr.Source)
+
+
+@functools.cache
+def _sources() -> dict[int, Any]:
+    return {number: source for source, number in _source_numbers().items()}
+
+
+def encode(frame: fr.Frame) -> bytes:
+    """The record of ``frame``; FrameError if a name cannot be UTF-8."""
+    n, tag = frame.n_samples, _TAG
+    parts: list[bytes] = []
+    if n:
+        parts += (tag["n_samples"], varint(n))
+    try:
+        device = frame.device.encode()
+        if device:
+            parts += (tag["device"], varint(len(device)), device)
+        if frame.ts_ns:
+            parts += (tag["ts_ns"], varint(frame.ts_ns))
+        parts += (tag["source"], varint(_source_numbers()[frame.source]))
+        if frame.seq:
+            parts += (tag["seq"], varint(frame.seq))
+        entity = tag["entities"]
+        for name in frame.entities:
+            data = name.encode()
+            parts += (entity, varint(len(data)), data)
+    except UnicodeEncodeError as exc:
+        raise fr.FrameError(f"frame of device {frame.device!r}: a name cannot be UTF-8: "
+                            f"{exc}") from None
+    parts += packed(tag["entity_idx"], frame.entity_idx, _U4)
+    parts += packed(tag["metric"], frame.metric, _U4)
+    parts += packed(tag["raw"], frame.raw, _U8)
+    return b"".join(parts)
+
+
+def decode(data: bytes | bytearray | memoryview) -> fr.Frame:
+    """The frame of one record; FrameDecodeError names any defect (see the module docstring)."""
+    try:
+        fields = scan(as_bytes(data), _KINDS)
+    except WireError as exc:
+        raise fr.FrameDecodeError(f"not a {SCHEMA} record: {exc}") from None
+    n = fields.get(_N["n_samples"], 0)
+    code = fields.get(_N["source"], 0)
+    source = _sources().get(code)
+    if source is None:
+        raise fr.FrameDecodeError(f"unknown source code {code}" if code else "source missing")
+    ts_ns = signed64(fields.get(_N["ts_ns"], 0))
+    if ts_ns < 0:
+        raise fr.FrameDecodeError(f"ts_ns {ts_ns} is before the Unix epoch (a frame's time "
+                                  "must be 0 <= ts_ns < 2**63 ns)")
+    seq = fields.get(_N["seq"], 0)
+    if seq >= _STORE_LIMIT:
+        raise fr.FrameDecodeError(f"seq {seq} does not fit the store's signed 64-bit column "
+                                  "(it must be below 2**63)")
+    idx = column(fields.get(_N["entity_idx"]), Kind.FIXED32S)
+    metric = column(fields.get(_N["metric"]), Kind.FIXED32S)
+    raw = column(fields.get(_N["raw"]), Kind.FIXED64S)
+    if not len(idx) == len(metric) == len(raw) == n:
+        raise fr.FrameDecodeError(
+            f"n_samples is {n} but the columns hold {len(idx)} entity indices, {len(metric)} "
+            f"metric ids and {len(raw)} values (a record cut short?)")
+    if n and int(metric.max()) > 0xFFFF:
+        bad = int(np.flatnonzero(metric > 0xFFFF)[0])
+        raise fr.FrameDecodeError(f"sample #{bad} has metric id {int(metric[bad])}, past "
+                                  "65535")
+    device = fields.get(_N["device"], "")
+    entities = tuple(fields.get(_N["entities"], ()))
+    try:
+        return fr.Frame(device, ts_ns, source, seq, entities, idx, metric.astype(np.uint16),
+                        raw)
+    except fr.FrameError as exc:
+        raise fr.FrameDecodeError(str(exc)) from None
+
+
+from fabricops.core import frame as fr  # noqa: E402  (last: see the module docstring)
