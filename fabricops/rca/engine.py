@@ -31,6 +31,7 @@ from fabricops.core.topology import Topology
 from fabricops.rca.detect import RuleConfig, Symptom, detect
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
 from fabricops.rca.features import FCOL, KIND_NAMES, Candidates, PathStats, features
+from fabricops.rca.hold import QUIET, candidate_activity, held
 from fabricops.rca.model import CLASSES, RcaModel
 from fabricops.rca.roots import RootGroup, alternatives, pick_roots
 from fabricops.rca.signals import PortSignals, Signals
@@ -50,6 +51,10 @@ class RcaConfig(BaseModel):
     min_confidence: float = Field(default=0.5, ge=0, le=1,
                                   description="Below this, no diagnosis is published")
     clear_s: float = Field(default=10.0, gt=0, description="Quiet time that closes an incident")
+    hold_s: float = Field(default=120.0, ge=0,
+                          description="How long an incident whose root carries no traffic "
+                          "(so its symptoms cannot show) stays open on its last evidence; "
+                          "0: it closes after clear_s like any other")
     stale_s: float = Field(default=3.5, gt=0, description="A port silent this long is missing")
     int_keep_s: float = Field(default=30.0, gt=0, description="How long an INT path counts")
     top_k: int = Field(default=5, ge=1, le=50, description="Ranked alternatives kept")
@@ -97,6 +102,7 @@ class RcaEngine:
         self.model = model
         self.jobs = {k: tuple(v) for k, v in (jobs or {}).items()}
         self._incidents: dict[str, tuple[int, str, int, str]] = {}  # onset, root, seen, type
+        self._fresh: dict[str, tuple[Diagnosis, int]] = {}  # incident -> latest, from evidence
         self.steps = 0
         self._cand_nodes = self.candidates.nodes(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
@@ -126,14 +132,35 @@ class RcaEngine:
         clear_ns = self.config.clear_s * 1e9
         self._incidents = {k: v for k, v in self._incidents.items()
                            if snap.ts_ns - v[2] <= clear_ns}
+        self._fresh = {k: v for k, v in self._fresh.items() if k in self._incidents}
         if symptoms or keep_features:
             x = features(self.index, self.candidates, sig, stats)
         if symptoms and self.model is not None and x is not None:
             focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
             root, best = self.model.scores(x, self.candidates.kind, focus)
             diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
+        diags += self._held(snap.ts_ns, sig, {d.id for d in diags})
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best,
                           diags[0] if diags else None, flows, diags)
+
+    def _held(self, ts: int, sig: PortSignals, revised: set[str]) -> tuple[Diagnosis, ...]:
+        """Open incidents not revised now whose root carries no traffic, republished
+        (see :mod:`fabricops.rca.hold`) for up to ``hold_s`` after their last evidence."""
+        hold_ns = self.config.hold_s * 1e9
+        quiet = [k for k in self._fresh if k not in revised
+                 and ts - self._fresh[k][1] <= hold_ns]
+        if not quiet:
+            return ()
+        activity = candidate_activity(self.index, sig)
+        out = []
+        for ident in quiet:
+            onset, name, _, ftype = self._incidents[ident]
+            i = self._name_index.get(name)
+            if i is not None and activity[i] < QUIET:
+                self._incidents[ident] = (onset, name, ts, ftype)
+                latest, fresh_ns = self._fresh[ident]
+                out.append(held(latest, ts, fresh_ns))
+        return tuple(out)
 
     def _steady(self, group: RootGroup, root: F64, best: npt.NDArray[np.int64],
                 taken: set[int]) -> int:
@@ -217,13 +244,15 @@ class RcaEngine:
                          note="expected telemetry absent; confidence lowered") for m in missing]
         ev = ev[:4] + gone[:8] + ev[4:]
         hosts, jobs = affected(self.index, cand, top, flows, self.jobs)
-        return Diagnosis(
+        d = Diagnosis(
             id=ident, ts_ns=ts, onset_ns=onset, root=root_id,
             root_kind=KIND_NAMES[cand.kind[top]], fault_type=fault,
             confidence=round(float(root[top]) * scale, 4), ranked=ranked,
             evidence=tuple(ev[:16]), missing=tuple(missing), affected_hosts=hosts,
             affected_jobs=jobs, action=ACTIONS.get(fault, ""),
             model_version=self.model.version if self.model else "")
+        self._fresh[ident] = (d, ts)
+        return d
 
 
 def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B:

@@ -201,6 +201,20 @@ def test_two_faults_at_once_are_each_named_in_their_own_incident(model: RcaModel
     assert len({d.id for d in both}) == len(both)
 
 
+def test_a_lossy_link_stays_named_while_another_fault_stalls_the_job(model: RcaModel) -> None:
+    topo = topology_of(LEAF_SPINE)
+    lossy = topo.link_of_port("host-003:nic2")
+    dead = "host-012:nic5"  # the collective waits for it: no traffic crosses anything
+    r = replay(scenario([
+        {"type": "gray_loss", "entity": lossy, "start_s": ONSET, "params": {"loss_rate": 1e-3}},
+        {"type": "nic_down", "entity": dead, "start_s": ONSET + 4.0}], duration=ONSET + 20.0),
+        model)
+    assert first_right(r, lossy) <= 3.0
+    assert {(lossy, "gray_loss"), (dead, "nic_down")} <= named_at_end(r)
+    last = next(d for d in r.ticks[-1].diagnoses if d.root == lossy)
+    assert last.evidence[0].signal == "no_traffic"  # held on its last evidence, and says so
+
+
 def test_a_fault_during_a_flap_is_named_beside_the_flap(model: RcaModel) -> None:
     flap = _switch_link("leaf-2")  # ECMP routes around it: the job keeps running
     lossy = _switch_link("leaf-5")
