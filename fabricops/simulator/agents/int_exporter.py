@@ -220,6 +220,7 @@ class IntExporter:
         self._rng = np.random.default_rng(config.seed)
         self._seq = np.zeros(len(fab.switch_nodes) + 2, np.int64)
         self._reported = np.zeros(0, np.uint64)  # per flow: signature of its last reported path
+        self._started = np.zeros(0, bool)  # per flow: it has sent a packet (so can carry INT)
         self._probes = self._resolve(config.probe_flows)
 
     def start(self) -> None:
@@ -257,12 +258,18 @@ class IntExporter:
         return self._batch(src, src.last, paths, *flows)
 
     def _sampled(self, src: IntSource) -> tuple[I64, I64, I64, NDArray[np.int32]]:
-        """New or re-routed flows first (capped), then a random sample of the others."""
+        """New or re-routed flows first (capped), then a random sample of the others; a flow
+        that has never sent a packet (an incast's senders before it starts) carries no INT."""
         fl, cfg = src.workload.flows, self.config
         epath, dead = src.effective_paths()
-        live = np.flatnonzero(fl.active & (dead < 0) & (epath[:, 0] != src.fabric.dummy_channel))
         if len(self._reported) < len(fl.sport):  # flows were added: unseen until reported
             self._reported = np.pad(self._reported, (0, len(fl.sport) - len(self._reported)))
+            self._started = np.pad(self._started, (0, len(fl.sport) - len(self._started)))
+        if src.last is not None:
+            rate = src.last.rate_bps[:len(self._started)]
+            self._started[:len(rate)] |= rate > 0
+        live = np.flatnonzero(fl.active & self._started & (dead < 0)
+                              & (epath[:, 0] != src.fabric.dummy_channel))
         sig = path_signature(epath[live], fl.sport[live])
         moved = np.flatnonzero(self._reported[live] != sig)
         if len(moved) > cfg.path_change_reports_per_tick:
