@@ -17,6 +17,7 @@ from fabricops.cli.rca_report import (
     methods_table,
     reliability_table,
     shapes_table,
+    soaks_table,
     targets_met,
     types_table,
 )
@@ -142,8 +143,9 @@ def evaluate(
             return
         console = stdout_console()
         for table in (methods_table(result), types_table(result), shapes_table(result),
-                      reliability_table(result)):
-            console.print(table)
+                      soaks_table(result), reliability_table(result)):
+            if table is not None:
+                console.print(table)
         met, missed = targets_met(result)
         console.print(f"targets met: {len(met)}/{len(met) + len(missed)} "
                       f"({', '.join(met) or 'none'}); missed: {', '.join(missed) or 'none'}")

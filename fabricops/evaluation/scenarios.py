@@ -1,15 +1,17 @@
 """Labelled scenarios for training and evaluating the RCA on the simulated fabric.
 
 A scenario is a fabric shape (family, size, oversubscription), a job that keeps
-the fabric busy, and zero or more faults with random intensities that start
-after a healthy warm-up. ``ScenarioSpec`` says what to draw: the families,
-sizes and oversubscriptions (by default the shapes of one split), how many
-overlapping faults, whether they happen while a link flaps, and how long a
-fault-free soak lasts. Training and held-out shapes are disjoint (``SPLITS``),
-and so are the seed streams: scenario ``i`` of seed ``s`` is seeded
-``s * 1_000_003 + i`` (``TRAIN_SEED`` / ``EVAL_SEED``). Concurrent faults are
-put on entities that share no node, so each has a root of its own. Labels come
-from the simulator's ground truth and are used for training and scoring only.
+the fabric busy (a soak: three jobs, of which two start and one stops during
+the run, so the workload changes under the RCA), and zero or more faults with
+random intensities that start after a healthy warm-up. ``ScenarioSpec`` says
+what to draw: the families, sizes and oversubscriptions (by default the shapes
+of one split), how many overlapping faults, whether they happen while a link
+flaps, and how long a fault-free soak lasts. Training and held-out shapes are
+disjoint (``SPLITS``), and so are the seed streams: scenario ``i`` of seed
+``s`` is seeded ``s * 1_000_003 + i`` (``TRAIN_SEED`` / ``EVAL_SEED``).
+Concurrent faults are put on entities that share no node, so each has a root of
+its own. Labels come from the simulator's ground truth and are used for
+training and scoring only.
 """
 
 from __future__ import annotations
@@ -250,6 +252,8 @@ def make(index: int, seed: int, spec: ScenarioSpec | None = None, *,
              "placement": "packed" if rng.random() < 0.2 else "random",
              "compute_s": float(rng.uniform(0.2, 1.5)),
              "comm_bytes_per_nic": float(rng.uniform(10e9, 80e9))}]
+    if spec.soak_s is not None:
+        jobs = _changing_jobs(hosts, spec.soak_s, rng)
     horizon = spec.soak_s or duration_s or (
         start + OBSERVE_S + STAGGER_S * max(n_faults - 1, 0))
     doc = {"name": f"rca-{seed}-{index}", "seed": s, "duration_s": round(horizon),
@@ -257,6 +261,23 @@ def make(index: int, seed: int, spec: ScenarioSpec | None = None, *,
            "jobs": jobs, "faults": faults}
     return LabelledScenario(index, s, (family, params), doc, tuple(faults),
                             shape_label(family, size, over))
+
+
+def _changing_jobs(hosts: int, soak_s: float, rng: np.random.Generator
+                   ) -> list[dict[str, Any]]:
+    """A soak's workload: a job on half the hosts throughout; a pipeline job on a
+    quarter from 1/4 to 1/2 of the run; a ring job on the last quarter from 1/2 on."""
+    def job(name: str, n: int, collective: str, start: float, stop: float | None
+            ) -> dict[str, Any]:
+        return {"name": name, "hosts": max(2, n), "collective": collective,
+                "placement": "packed" if rng.random() < 0.2 else "random",
+                "compute_s": float(rng.uniform(0.2, 1.5)),
+                "comm_bytes_per_nic": float(rng.uniform(10e9, 80e9)),
+                "start_s": round(start, 3), "stop_s": None if stop is None else round(stop, 3)}
+    quarter = hosts // 4
+    return [job("job-train-a", hosts - 2 * quarter, "ring_allreduce", 0.0, None),
+            job("job-pipe-b", quarter, "pipeline", soak_s / 4, soak_s / 2),
+            job("job-train-c", quarter, "ring_allreduce", soak_s / 2, None)]
 
 
 def generate(n: int, seed: int, spec: ScenarioSpec | None = None) -> list[LabelledScenario]:

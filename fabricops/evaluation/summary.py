@@ -78,7 +78,8 @@ def _method(scores: list[ScenarioScore], counted: list[ScenarioScore], method: s
         "during_flap_named": share(f.top1 for s in counted if s.during_flap
                                    for f in s.methods[method].observable
                                    if f.fault_type != FaultType.LINK_FLAP.value),
-        "macro_f1": float(np.mean([v["f1"] for v in per_type.values() if v["n"]] or [0.0])),
+        "macro_f1": (float(np.mean(f1s)) if (f1s := [v["f1"] for v in per_type.values()
+                                                      if v["n"]]) else None),
         "per_type": per_type,
         "by_shape": _grouped(counted, method, lambda s: s.shape),
         "by_family": _grouped(counted, method, lambda s: s.family),
@@ -107,6 +108,9 @@ def summary(scores: list[ScenarioScore], *, setup: dict[str, Any] | None = None
                                  for t in sorted({f.fault_type for f in faults})},
         "healthy_runs": sum(1 for s in scores if s.healthy),
         "healthy_hours": round(healthy_h, 3),
+        "soaks": [{"shape": s.shape, "hours": round(s.healthy_s / 3600.0, 3),
+                   "false": s.methods["model"].false_incidents}
+                  for s in scores if s.healthy],
         "shapes": sorted({s.shape for s in faulty}), "methods": {},
     }
     for method in METHODS:

@@ -4,7 +4,8 @@ A job runs on a set of hosts and alternates a compute phase (no traffic) with a
 collective phase in which every NIC sends ``comm_bytes_per_nic`` bytes: a ring
 AllReduce over each rail (NIC r of host i sends to NIC r of host i+1), or a
 pipeline chain (no wrap-around). The collective ends when its slowest flow is
-done, so one slow link stalls the whole job. Every NIC-to-NIC connection is
+done, so one slow link stalls the whole job. A job with ``stop_s`` ends then:
+its flows stop and its hosts are free again, as when a job finishes. Every NIC-to-NIC connection is
 ``qps_per_pair`` flows, each a RoCEv2 5-tuple with its own UDP source port.
 """
 
@@ -15,7 +16,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fabricops.simulator.fabric import Fabric
 from fabricops.simulator.routing import flow_keys
@@ -40,6 +41,15 @@ class JobSpec(BaseModel):
     compute_s: float = Field(default=1.0, ge=0, description="Compute phase per step")
     comm_bytes_per_nic: float = Field(default=50e9, gt=0, description="Bytes a NIC sends a step")
     start_s: float = Field(default=0.0, ge=0)
+    stop_s: float | None = Field(default=None, gt=0,
+                                 description="The job ends (its flows stop); None: never")
+
+    @model_validator(mode="after")
+    def _stops_after_start(self) -> JobSpec:
+        if self.stop_s is not None and self.stop_s <= self.start_s:
+            raise ValueError(f"stop_s ({self.stop_s:g}) must come after start_s "
+                             f"({self.start_s:g})")
+        return self
 
 
 @dataclass
@@ -80,7 +90,7 @@ class FlowTable:
         )
 
 
-COMPUTE, COMM, WAITING = 0, 1, 2
+COMPUTE, COMM, WAITING, ENDED = 0, 1, 2, 3
 PHASE_TOLERANCE = 1e-6  # of a tick: a phase that ends this close to a tick's end ends with it
 
 
@@ -162,8 +172,11 @@ class Workload:
     def set_hosts(self, job: int, hosts: list[int]) -> I32:
         """(Re)form a job's collective on ``hosts``: old flows stop, new ones start.
 
-        The step in progress is lost, as when a job restarts from a checkpoint.
+        The step in progress is lost, as when a job restarts from a checkpoint. A job
+        that has ended keeps no hosts and starts no flows.
         """
+        if self.phase[job] == ENDED:
+            return np.zeros(0, np.int32)
         for h in self.hosts[job]:
             self.busy[h] = False
         self.flows.active[self.flows.job == job] = False
@@ -196,6 +209,8 @@ class Workload:
         """
         share = np.zeros(len(self.specs))
         for j, spec in enumerate(self.specs):
+            if spec.stop_s is not None and t_s >= spec.stop_s and self.phase[j] != ENDED:
+                self._end(j)
             if self.phase[j] == WAITING and t_s + dt_s > spec.start_s and self.hosts[j]:
                 self.phase[j] = COMPUTE
                 self.compute_left[j] = spec.compute_s + max(0.0, spec.start_s - t_s)
@@ -207,6 +222,15 @@ class Workload:
             elif self.phase[j] == COMM:
                 share[j] = 1.0
         return share
+
+    def _end(self, job: int) -> None:
+        """The job is over: its flows stop and its hosts are spares again."""
+        for h in self.hosts[job]:
+            self.busy[h] = False
+        self.flows.active[self.flows.job == job] = False
+        self.flows.bytes_left[self.flows.job == job] = 0.0
+        self.hosts[job] = []
+        self.phase[job] = ENDED
 
     def _start_comm(self, job: int) -> None:
         spec = self.specs[job]

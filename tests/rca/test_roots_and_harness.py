@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 import fabricops
+from fabricops.evaluation.evaluate import soak_specs
 from fabricops.evaluation.scenarios import (
+    FAMILIES,
     SPLITS,
     STAGGER_S,
     ScenarioSpec,
@@ -21,6 +23,7 @@ from fabricops.evaluation.scenarios import (
 )
 from fabricops.rca.roots import RootGroup, alternatives, pick_roots
 from fabricops.simulator.builders import BuilderError, fat_tree
+from fabricops.simulator.scenario import Scenario, build_simulator
 
 # candidates on nodes: 0 link a-b, 1 link b-c, 2 link c-d, 3 switch e, 4 link e-f
 NODES = np.array([[0, 1], [1, 2], [2, 3], [4, 4], [4, 5]])
@@ -78,6 +81,25 @@ def test_concurrent_faults_have_roots_of_their_own_and_flap_first_when_asked() -
     soak = make(0, 9, ScenarioSpec(soak_s=60.0, faults=2))
     assert soak.healthy
     assert soak.doc["duration_s"] == 60
+
+
+def test_a_soak_changes_its_workload_while_it_runs() -> None:
+    soak = make(0, 9, ScenarioSpec(soak_s=3600.0))
+    jobs = soak.doc["jobs"]
+    assert {j["collective"] for j in jobs} == {"ring_allreduce", "pipeline"}
+    starts = sorted(j["start_s"] for j in jobs)
+    assert starts[0] == 0.0
+    assert 0.0 < starts[1] < starts[2] < 3600.0, "jobs start mid-run"
+    assert any(j["stop_s"] is not None and j["stop_s"] < 3600.0 for j in jobs), "one stops"
+    sim = build_simulator(Scenario.model_validate(soak.doc))
+    assert sum(j["hosts"] for j in jobs) <= len(sim.workload.free_hosts()) + sum(
+        len(h) for h in sim.workload.hosts), "every job was placed"
+
+
+def test_soaks_take_the_families_in_turn() -> None:
+    specs = soak_specs(ScenarioSpec(), 3, 60.0)
+    assert [s.families for s in specs] == [(f,) for f in FAMILIES]
+    assert all(s.soak_s == 60.0 for s in specs)
 
 
 def test_a_deadlock_is_only_drawn_where_a_four_switch_cycle_exists() -> None:

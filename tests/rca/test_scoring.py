@@ -118,3 +118,16 @@ def test_reliability_table_bins_confidence_and_ignores_out_of_range_values() -> 
     assert by_bin["0.95-1.00"]["n"] == 3
     assert sum(r["n"] for r in rows) == 4  # below the floor, NaN and > 1 fall in no bin
     assert np.isclose(by_bin["0.95-1.00"]["confidence"], (0.97 + 0.99 + 1.0) / 3)
+
+
+def test_a_run_of_soaks_alone_scores_no_accuracy_and_lists_each_soak() -> None:
+    from fabricops.cli.rca_report import targets_met
+
+    healthy = result([], {})
+    false_one = result([], {12.0: [diag(LINK_A, "link_down", 12.0)]})
+    out = summary([score(healthy), score(false_one)])
+    assert out["methods"]["model"]["macro_f1"] is None, "no faulty scenario: no F1"
+    assert [s["false"] for s in out["soaks"]] == [0, 1]
+    met, missed = targets_met(out)
+    assert "macro_f1" not in met + missed
+    assert missed == ["false_total"]

@@ -38,6 +38,22 @@ def test_ring_allreduce_runs_over_every_rail(fabric512: Topology) -> None:
     assert len(np.unique(fl.sport)) > len(fl) // 2, "each queue pair has its own source port"
 
 
+def test_a_job_that_stops_sends_nothing_more_and_frees_its_hosts(fabric512: Topology) -> None:
+    sim = _job(fabric512, hosts=8, compute_s=0.0, comm_bytes_per_nic=1e15, stop_s=5.0)
+    spares = len(sim.workload.free_hosts())
+    sent = [float(sim.step().demand_bps.sum()) for _ in range(8)]
+    assert all(d > 0 for d in sent[:5]), "the job runs until it stops"
+    assert sent[5:] == [0.0, 0.0, 0.0], "no flow of an ended job asks for bandwidth"
+    assert not sim.workload.flows.active.any()
+    assert len(sim.workload.free_hosts()) == spares + 8
+    sim.add_job(JobSpec(name="job-next", hosts=spares + 8))  # its hosts can be reused
+
+
+def test_a_job_must_stop_after_it_starts() -> None:
+    with pytest.raises(ValueError, match="stop_s"):
+        JobSpec(start_s=10.0, stop_s=10.0)
+
+
 def test_gray_loss_slows_the_whole_collective(fabric512: Topology) -> None:
     def steps(loss: float | None) -> int:
         sim = _job(fabric512, hosts=16, placement="random", compute_s=0.5,
