@@ -4,7 +4,11 @@ Two fabrics under a running training job (ring AllReduce over every rail,
 random placement, compute and collective phases): a 512-GPU leaf-spine and a
 16,384-GPU rail-optimized fabric. Prints one row per fabric: build and set-up
 time, flows, milliseconds per tick and the speed-up over real time, for the
-model alone and with every device's telemetry frames cut each tick.
+model alone and with every device's telemetry frames cut each tick. Then, per
+fabric, what a link change costs once the control plane converges (CPU time,
+median of ``--changes`` changes, each of the busiest leaf uplink, then of a
+spine, going down and back): only the flows it can move routed again
+(``reroute_changed``), beside routing every flow again (the baseline).
 
     python bench/bench_simulator.py [--ticks N]
 """
@@ -13,8 +17,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import time
 from collections.abc import Callable
+
+import numpy as np
 
 from fabricops.core.topology import Topology
 from fabricops.simulator.builders import leaf_spine, rail_optimized
@@ -27,7 +34,7 @@ FABRICS: dict[str, tuple[Callable[[], Topology], int]] = {
 }
 
 
-def measure(name: str, make: Callable[[], Topology], hosts: int, ticks: int) -> None:
+def measure(name: str, make: Callable[[], Topology], hosts: int, ticks: int) -> Simulator:
     t0 = time.perf_counter()
     topo = make()
     sim = Simulator(topo, SimConfig(seed=1))
@@ -50,17 +57,51 @@ def measure(name: str, make: Callable[[], Topology], hosts: int, ticks: int) -> 
           f"model {model * 1e3:7.1f} ms/tick = {1 / model:7.1f}x real time | "
           f"with frames {with_frames * 1e3:7.1f} ms/tick = {1 / with_frames:6.1f}x "
           f"({samples // ticks:,} samples/tick)")
+    return sim
+
+
+def link_change(name: str, sim: Simulator, changes: int) -> None:
+    """CPU ms to converge on a link change: incremental beside rerouting every flow."""
+    fab, router = sim.fabric, sim.router
+    busy = np.bincount(sim.paths[:, 1] // 2, minlength=fab.n_links + 1)[:fab.n_links]
+    link = int(np.argmax(busy))
+    spine = int(fab.port_node[fab.ch_rx_port[2 * link]])  # the switch it climbs to
+    ports = np.asarray(fab.node_ports(spine))
+    spine_links = np.unique(fab.port_tx_ch[ports[fab.port_tx_ch[ports] >= 0]] // 2)
+    for label, links in (("busiest link", np.array([link])),
+                         (f"all {len(spine_links)} links of a spine", spine_links)):
+        ch = np.concatenate((2 * links, 2 * links + 1)).astype(np.int32)
+        inc, full, moved = [], [], []
+        for _ in range(changes):
+            old = router.dist
+            router.link_up[links] = ~router.link_up[links]
+            t = time.process_time()
+            router.refresh()
+            n = len(sim.workload.flows)
+            moved.append(int(router.stale(old, ch, sim.paths[:n], sim.workload.flows.dst_nic,
+                                          sim.routable[:n]).sum()))
+            sim.reroute_changed(old, ch)
+            inc.append(time.process_time() - t)
+            t = time.process_time()
+            router.refresh()
+            sim.reroute_all()
+            full.append(time.process_time() - t)
+        ms_inc, ms_full = 1e3 * statistics.median(inc), 1e3 * statistics.median(full)
+        print(f"  {label} down or up: {ms_inc:6.1f} ms "
+              f"({statistics.median(moved):,.0f} flows routed again); every flow routed "
+              f"again {ms_full:6.1f} ms ({ms_full / max(ms_inc, 1e-9):.0f}x)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=20)
+    parser.add_argument("--changes", type=int, default=6, help="link changes per link")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     print(f"1 s ticks, {args.ticks} ticks each, pinned to one core")
     for name, (make, hosts) in FABRICS.items():
-        measure(name, make, hosts, args.ticks)
+        link_change(name, measure(name, make, hosts, args.ticks), args.changes)
 
 
 if __name__ == "__main__":

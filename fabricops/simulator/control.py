@@ -69,7 +69,8 @@ class Control:
             if weight < 0:
                 raise ControlError(f"weight of port {port!r} must be >= 0, got {weight}")
             sim.router.weight[sim.fabric.port_tx_ch[p]] = weight
-        sim.reroute_all()
+        channels = np.array([sim.fabric.port_tx_ch[self._port(p)] for p in weights], np.int32)
+        sim.reroute_changed(sim.router.dist, channels)
 
     def set_ecmp_hash(self, switch: str, *, l4: bool) -> None:
         """Configure the fields a switch's ECMP hash uses: L3+L4 (the flow's UDP source

@@ -144,6 +144,15 @@ class Simulator:
     def reroute_all(self) -> None:
         self.route_flows(np.flatnonzero(self.workload.flows.active).astype(np.int32))
 
+    def reroute_changed(self, old_dist: npt.NDArray[np.int16], channels: I32) -> None:
+        """Route again the active flows a change can move: the router's distances were
+        ``old_dist`` and ``channels`` changed state or weight (see ``Router.stale``)."""
+        fl = self.workload.flows
+        n = len(fl)
+        stale = self.router.stale(old_dist, channels, self.paths[:n], fl.dst_nic,
+                                  self.routable[:n])
+        self.route_flows(np.flatnonzero(stale & fl.active).astype(np.int32))
+
     def _grow(self, n: int) -> None:
         extra = n - len(self.prev_demand_bps)
         if extra <= 0:
@@ -235,10 +244,13 @@ class Simulator:
         if not due:
             return
         self.pending = [p for p in self.pending if p[0] > t + 1e-9]
+        old_dist, changed = self.router.dist, []
         for _, li, state in due:
+            if self.router.link_up[li] != state:
+                changed += [2 * li, 2 * li + 1]
             self.router.link_up[li] = state
         self.router.refresh()
-        self.reroute_all()
+        self.reroute_changed(old_dist, np.array(changed, np.int32))
 
     def _reboot_returning(self) -> None:
         """A switch back from ``switch_down`` has rebooted: its counters start from zero."""

@@ -7,6 +7,12 @@ on consecutive tiers with equal group sizes reproduce hash polarization; a
 switch whose hash ignores the UDP source port (``l3_only``) concentrates every
 queue pair of a NIC pair on one path. Works on any topology: paths come from
 hop distances on the switch graph, not from tier names.
+
+After a change (links up or down, WCMP weights) only the flows that entered a
+switch whose decision may differ are routed again (``stale``): the route of a
+flow is the chain of decisions at the switches it enters, and a decision at a
+switch depends only on its own and its neighbours' distances to the target, on
+its channels' state and weight, and on its seed and hash fields.
 """
 
 from __future__ import annotations
@@ -85,6 +91,12 @@ class Router:
         self.out_nbr[tx_sw[order], slot] = rx_sw[order]
         self._inter_ch = order
         self._inter_tx, self._inter_rx = tx_sw[order], rx_sw[order]
+        # switches as neighbours (whatever the links' state), for what a change reaches
+        self._adj = coo_matrix((np.ones(len(order), np.int32), (self._inter_tx, self._inter_rx)),
+                               shape=(n_sw, n_sw)).tocsr()
+        # the switch a channel enters (-1: a NIC, or the dummy channel)
+        self._ch_rx_sw = np.append(rx_sw, -1).astype(np.int32)
+        self._ch_tx_sw = tx_sw
 
     def refresh(self) -> None:
         """Recompute hop distances to every NIC-facing switch over links that are up."""
@@ -96,6 +108,30 @@ class Router:
         d = shortest_path(graph, method="D", unweighted=True, directed=True, indices=self.targets)
         # distances *to* a target: the switch graph is symmetric, links are up or down as a whole
         self.dist = np.where(np.isfinite(d), d, UNREACHABLE).astype(np.int16)
+
+    def decisions_changed(self, old_dist: npt.NDArray[np.int16], channels: I32
+                          ) -> B:
+        """Per (target row, switch): whether its forwarding decision may differ from when
+        the distances were ``old_dist``, given that ``channels`` changed state or weight."""
+        moved: B = old_dist != self.dist
+        out: B = moved.copy()
+        if moved.any():  # a neighbour's distance decides eligibility too
+            out |= np.asarray(self._adj @ moved.T.astype(np.int32)).T > 0
+        sw = self._ch_tx_sw[channels[channels < len(self._ch_tx_sw)]]
+        out[:, sw[sw >= 0]] = True
+        return out
+
+    def stale(self, old_dist: npt.NDArray[np.int16], channels: I32, paths: I32,
+              dst_nic: I32, routable: B) -> B:
+        """Which of these flows (``paths``, one row each) may route differently now than
+        under ``old_dist`` before ``channels`` changed: those that entered a switch whose
+        decision changed, that use one of the channels, or that had no route."""
+        changed = self.decisions_changed(old_dist, channels)
+        row = self._target_row[self._nic_switch[dst_nic]]
+        sw = self._ch_rx_sw[np.minimum(paths, len(self._ch_rx_sw) - 1)]
+        entered = changed[row[:, None], np.maximum(sw, 0)] & (sw >= 0)
+        out: B = entered.any(axis=1) | np.isin(paths, channels).any(axis=1) | ~routable
+        return out
 
     def max_hops(self) -> int:
         finite = self.dist[self.dist < UNREACHABLE]

@@ -1,0 +1,102 @@
+"""After a link change or a WCMP change only some flows are routed again; the result
+must be exactly what routing every flow again gives."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fabricops.core.topology import Topology
+from fabricops.simulator.builders import fat_tree, leaf_spine, rail_optimized
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.workload import JobSpec
+
+SHAPES = {
+    "fat_tree k=6 2:1": lambda: fat_tree(k=6, oversubscription=2.0),
+    "leaf_spine 256": lambda: leaf_spine(gpus=256, leaf_radix=32, spine_radix=32),
+    "rail_optimized 256": lambda: rail_optimized(gpus=256, rails=8, leaf_radix=16,
+                                                 spine_radix=16),
+}
+
+
+def _sim(topo: Topology) -> Simulator:
+    sim = Simulator(topo, SimConfig(seed=5))
+    hosts = sum(1 for _ in topo.hosts())
+    sim.add_job(JobSpec(hosts=hosts - 2, placement="random", compute_s=0.0,
+                        comm_bytes_per_nic=1e15))
+    sim.run(1)
+    return sim
+
+
+def _full(sim: Simulator) -> tuple[np.ndarray, np.ndarray]:
+    """Paths and routability of every active flow, all routed from scratch."""
+    fl = sim.workload.flows
+    active = np.flatnonzero(fl.active)
+    key_l4, key_l3 = fl.keys(active)
+    paths, ok = sim.router.route(fl.src_nic[active], fl.dst_nic[active], key_l4, key_l3)
+    return paths, ok
+
+
+def _same(sim: Simulator) -> None:
+    paths, ok = _full(sim)
+    active = np.flatnonzero(sim.workload.flows.active)
+    have = sim.paths[active]
+    width = max(have.shape[1], paths.shape[1])
+    pad = sim.fabric.dummy_channel
+
+    def wide(a: np.ndarray) -> np.ndarray:
+        return np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=pad)
+
+    assert np.array_equal(wide(have), wide(paths))
+    assert np.array_equal(sim.routable[active], ok)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_link_changes_reroute_exactly_the_flows_they_move(shape: str) -> None:
+    sim = _sim(SHAPES[shape]())
+    rng = np.random.default_rng(1)
+    links, moved = sim.fabric.n_links, 0
+    for _ in range(12):  # links go down and come back, several at a time
+        old = sim.router.dist
+        chosen = rng.choice(links, size=int(rng.integers(1, 4)), replace=False)
+        sim.router.link_up[chosen] = ~sim.router.link_up[chosen]
+        sim.router.refresh()
+        channels = np.concatenate((2 * chosen, 2 * chosen + 1)).astype(np.int32)
+        before = sim.paths.copy()
+        sim.reroute_changed(old, channels)
+        _same(sim)
+        width = min(before.shape[1], sim.paths.shape[1])
+        moved += int((before[:, :width] != sim.paths[:len(before), :width]).any(axis=1).sum())
+    assert moved > 0, "the changes moved some flows"
+
+
+def test_a_link_down_moves_its_flows_and_leaves_unrelated_ones_alone() -> None:
+    sim = _sim(leaf_spine(gpus=256, leaf_radix=32, spine_radix=32))
+    busy = np.bincount(sim.paths[:, 1] // 2, minlength=sim.fabric.n_links)
+    link = int(np.argmax(busy))
+    on_link = (sim.paths // 2 == link).any(axis=1)
+    old = sim.router.dist
+    sim.router.link_up[link] = False
+    sim.router.refresh()
+    stale = sim.router.stale(old, np.array([2 * link, 2 * link + 1], np.int32), sim.paths,
+                             sim.workload.flows.dst_nic, sim.routable)
+    assert stale[on_link].all(), "every flow over the failed link is routed again"
+    assert stale.sum() < 0.5 * len(stale), "flows far from the change are left as they are"
+    sim.reroute_changed(old, np.array([2 * link, 2 * link + 1], np.int32))
+    assert not (sim.paths // 2 == link).any(), "no flow is left on the failed link"
+    _same(sim)
+
+
+def test_a_wcmp_drain_reroutes_exactly() -> None:
+    sim = _sim(fat_tree(k=6))
+    fab = sim.fabric
+    busy = np.bincount(sim.paths[:, 1], minlength=fab.n_channels + 1)[:fab.n_channels]
+    busy[fab.node_is_host[fab.port_node[fab.ch_rx_port]]] = 0  # switch-to-switch only
+    tx_port = int(fab.ch_tx_port[int(np.argmax(busy))])  # the busiest leaf uplink
+    node = int(fab.port_node[tx_port])
+    uplinks = [p for p in fab.node_ports(node) if fab.port_tx_ch[p] >= 0 and not
+               fab.node_is_host[fab.port_node[fab.ch_rx_port[fab.port_tx_ch[p]]]]]
+    other = next(fab.port_ids[p] for p in uplinks if p != tx_port)
+    sim.control.set_wcmp_weights(fab.node_ids[node], {fab.port_ids[tx_port]: 0, other: 3})
+    _same(sim)
+    assert not (sim.paths == fab.port_tx_ch[tx_port]).any(), "a drained port carries no flow"
