@@ -182,11 +182,12 @@ class SimAgent:
         code = cap + "from snmpsim.commands.responder import main; main()"
         args = [sys.executable, "-c", code, f"--data-dir={data}", f"--cache-dir={cache}",
                 f"--agent-udpv4-endpoint={self.host}:{self.port}", "--logging-method=null"]
-        if os.geteuid() == 0:
-            args += ["--process-user=nobody", "--process-group=nogroup"]
+        # As root snmpsim drops to a user of its own unless told not to; that user may
+        # not read the interpreter (a Python under /root), and snmpsim imports lazily.
+        env = {**os.environ, "SNMPSIM_ALLOW_ROOT": "true"}
         log = open(self._home / "agent.log", "ab")  # noqa: SIM115 - held by the process
         self._process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                                         cwd=self._home)
+                                         cwd=self._home, env=env)
         log.close()
         if not _answers(self.host, self.port, self.communities[0] if self.communities else
                         "public", self._process):

@@ -147,7 +147,7 @@ def test_diagnose_names_an_injected_fault(injected: Stack) -> None:
     incident = next(i for i in report["incidents"] if i["root"] == FAULTY_LINK)
     assert incident["fault_type"] in ("link_down", "link_flap")
     assert incident["neighbours"] == ["leaf-1", "spine-4"]
-    assert incident["confidence"] >= 0.8
+    assert incident["confidence"] >= 0.8, f"devices missing: {incident.get('missing')}"
     assert incident["actions"], "remediation proposed nothing"
     text = fabricops("diagnose", "--api", injected.api, cwd=injected.cwd)
     assert text.returncode == 1
