@@ -41,6 +41,7 @@ F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 VOTES = FCOL["l_vote_share"]
 STEADY = 0.02  # root-score margin within which an incident keeps its root
+_OPTIC = CLASSES.index("optic_degradation")
 
 
 class RcaConfig(BaseModel):
@@ -59,9 +60,13 @@ class RcaConfig(BaseModel):
     int_keep_s: float = Field(default=30.0, gt=0, description="How long an INT path counts")
     top_k: int = Field(default=5, ge=1, le=50, description="Ranked alternatives kept")
     max_roots: int = Field(default=4, ge=1, le=32, description="Separate roots per step")
-    echo_floor: float = Field(default=0.97, ge=0, le=1, description="Root score a candidate "
+    echo_floor: float = Field(default=0.99, ge=0, le=1, description="Root score a candidate "
                               "needs to be a further root without a symptom of its own that "
                               "points at its fault type")
+    optic_min_drop_db: float = Field(
+        default=0.1, ge=0, description="A link is named for a degrading optic only once the "
+        "receive power at one of its ends is this far below its baseline (readings wander "
+        "by hundredths of a dB; draining a link for that would do harm)")
     missing_penalty: float = Field(default=0.1, ge=0, le=1,
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
@@ -207,6 +212,7 @@ class RcaEngine:
         cfg = self.config
         missing = _missing(self.index, sig)
         scale = 1.0 - min(0.5, cfg.missing_penalty * len(missing))
+        root = self._plausible(root, best, sig)
         groups = pick_roots(root, self._cand_nodes, supported(symptoms, best),
                             floor=cfg.min_confidence / scale, echo_floor=cfg.echo_floor,
                             max_roots=cfg.max_roots, kind=self.candidates.kind, fault=best)
@@ -224,6 +230,21 @@ class RcaEngine:
             used.add(d.id)
             out.append(d)
         return tuple(out)
+
+    def _plausible(self, root: F64, best: npt.NDArray[np.int64], sig: PortSignals) -> F64:
+        """Root scores, less those of links whose likeliest fault is a degrading optic
+        while neither end's receive power is ``optic_min_drop_db`` below its baseline."""
+        n = self.candidates.n_links
+        optic = np.flatnonzero(best[:n] == _OPTIC)
+        if optic.size == 0:
+            return root
+        drop = sig.rx_drop_db[self.index.link_ports[optic]].max(axis=1)
+        weak = optic[drop < self.config.optic_min_drop_db]
+        if weak.size == 0:
+            return root
+        out = root.copy()
+        out[weak] = 0.0
+        return out
 
     def _one(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
              best: npt.NDArray[np.int64], flows: list[tuple[int, int, tuple[int, ...]]],

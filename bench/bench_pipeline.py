@@ -1,0 +1,113 @@
+"""The pipeline worker end to end: samples per CPU-second, bytes written per sample,
+and the longest batch, on one core.
+
+The twin (``--family``, ``--gpus``) runs a training job for ``--seconds`` at 1 s
+ticks; every tick's frames are published on the in-process bus, as the
+collectors would. Then one ``PipelineWorker`` on a SQLite store in a temporary
+folder consumes them in batches of ``--batch`` records: decode, rates and
+events, staging of open windows, keyframe segments when a window closes. Only
+the worker's work is timed (CPU time, ``time.process_time``); the twin's is
+not. Bytes written are what the process handed to ``write``/``pwrite`` while
+the worker ran (``wchar`` of ``/proc/self/io``: the database, its WAL and
+journal), per sample. The longest batch, in CPU seconds, is what a window
+close costs: windows are ``--window`` seconds, so every stream closes one
+each ``--window`` simulated seconds.
+
+    python bench/bench_pipeline.py [--family rail_optimized] [--gpus 2048]
+        [--seconds 130] [--window 60] [--batch 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
+from fabricops.core.busio import BusFrameSink
+from fabricops.core.membus import MemoryBus, MemoryBusConfig
+from fabricops.evaluation.scenarios import shape_params
+from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
+from fabricops.simulator.builders import build
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.workload import JobSpec
+from fabricops.store.store import Store, StoreConfig
+
+
+def written() -> int:
+    """Bytes this process has passed to write calls so far (Linux), else 0."""
+    try:
+        for line in Path("/proc/self/io").read_text().splitlines():
+            if line.startswith("wchar:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", default="rail_optimized",
+                        choices=("leaf_spine", "fat_tree", "rail_optimized"))
+    parser.add_argument("--gpus", type=int, default=2048, help="GPUs (k for a fat-tree)")
+    parser.add_argument("--seconds", type=int, default=130, help="simulated seconds")
+    parser.add_argument("--window", type=float, default=60.0, help="keyframe window, s")
+    parser.add_argument("--batch", type=int, default=1000, help="records per batch")
+    args = parser.parse_args()
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
+    params = shape_params(args.family, args.gpus)
+    if args.family != "fat_tree":
+        params.update(leaf_radix=64, spine_radix=64)
+    topo = build(args.family, **params)
+    sim = Simulator(topo, SimConfig(seed=1))
+    hosts = sum(1 for _ in topo.hosts())
+    sim.add_job(JobSpec(hosts=hosts, placement="random", compute_s=0.5,
+                        comm_bytes_per_nic=30e9))
+    bus = MemoryBus(MemoryBusConfig(retention_records=10**8, retention_bytes=1 << 36))
+    bus.start()
+    sink = BusFrameSink(bus, DEFAULT_PREFIX)
+    samples = 0
+    print(f"{args.family} {args.gpus}: {topo.summary()['switches']} switches, "
+          f"{topo.summary()['nics']} NICs; simulating {args.seconds} s ...", flush=True)
+    for _ in range(args.seconds):
+        sim.step()
+        frames = sim.frames()
+        samples += sum(f.n_samples for f in frames)
+        sink.publish_frames(frames)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store(StoreConfig(url=f"sqlite:///{tmp}/fabricops.db"))
+        store.start()
+        config = PipelineConfig(max_future_s=1e9, keyframe_interval_s=args.window,
+                                max_records=args.batch)
+        worker = PipelineWorker(config, bus, store)
+        consumer = bus.subscribe([topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)], config.group)
+        cpu, longest, batches, segments = 0.0, 0.0, 0, 0
+        w0 = written()
+        while True:
+            messages = consumer.poll(0.0, args.batch)
+            if not messages:
+                break
+            t = time.process_time()
+            result = worker.process(messages)
+            consumer.commit()
+            spent = time.process_time() - t
+            cpu += spent
+            longest = max(longest, spent)
+            batches += 1
+            segments += result.segments
+        wrote = written() - w0
+        db = sum(p.stat().st_size for p in Path(tmp).iterdir())
+        store.stop()
+    print(f"samples {samples:,} in {batches:,} batches; worker CPU {cpu:.2f} s = "
+          f"{samples / cpu / 1e6:.2f} M samples per CPU-second")
+    print(f"written {wrote / samples:.1f} B/sample ({wrote / 1e6:,.0f} MB); database on disk "
+          f"at the end {db / samples:.2f} B/sample; {segments:,} segments")
+    print(f"longest batch {longest:.2f} CPU-s (a {args.window:g} s window closing for every "
+          f"stream); CPU per simulated second {cpu / args.seconds:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
