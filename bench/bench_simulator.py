@@ -9,14 +9,18 @@ fabric, what a link change costs once the control plane converges (CPU time,
 median of ``--changes`` changes, each of the busiest leaf uplink, then of a
 spine, going down and back): only the flows it can move routed again
 (``reroute_changed``), beside routing every flow again (the baseline).
+``--preset NAME`` (repeatable) measures a shipped scenario the same way, e.g.
+``rail-64k`` and ``rail-100k``, and prints the process's peak resident memory
+after it (presets run in the order given; the peak is the process's so far).
 
-    python bench/bench_simulator.py [--ticks N]
+    python bench/bench_simulator.py [--ticks N] [--preset rail-100k]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -26,6 +30,7 @@ import numpy as np
 from fabricops.core.topology import Topology
 from fabricops.simulator.builders import leaf_spine, rail_optimized
 from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.scenario import build_simulator, load_preset
 from fabricops.simulator.workload import JobSpec
 
 FABRICS: dict[str, tuple[Callable[[], Topology], int]] = {
@@ -40,7 +45,17 @@ def measure(name: str, make: Callable[[], Topology], hosts: int, ticks: int) -> 
     sim = Simulator(topo, SimConfig(seed=1))
     sim.add_job(JobSpec(hosts=hosts, placement="random", qps_per_pair=4, compute_s=1.0,
                         comm_bytes_per_nic=50e9))
-    setup = time.perf_counter() - t0
+    return timed(name, sim, time.perf_counter() - t0, ticks)
+
+
+def measure_preset(name: str, ticks: int) -> Simulator:
+    t0 = time.perf_counter()
+    sim = build_simulator(load_preset(name))
+    return timed(f"preset {name}", sim, time.perf_counter() - t0, ticks)
+
+
+def timed(name: str, sim: Simulator, setup: float, ticks: int) -> Simulator:
+    topo = sim.fabric.topology
     sim.run(3)
     t = time.perf_counter()
     sim.run(ticks)
@@ -96,12 +111,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=20)
     parser.add_argument("--changes", type=int, default=6, help="link changes per link")
+    parser.add_argument("--preset", action="append", default=[],
+                        help="also a shipped scenario (repeat), e.g. rail-100k")
+    parser.add_argument("--skip-default", action="store_true",
+                        help="only the presets, not the two default fabrics")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     print(f"1 s ticks, {args.ticks} ticks each, pinned to one core")
-    for name, (make, hosts) in FABRICS.items():
+    for name, (make, hosts) in ({} if args.skip_default else FABRICS).items():
         link_change(name, measure(name, make, hosts, args.ticks), args.changes)
+    for preset in args.preset:
+        link_change(preset, measure_preset(preset, args.ticks), args.changes)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        print(f"  peak resident memory so far: {peak:.2f} GB")
 
 
 if __name__ == "__main__":

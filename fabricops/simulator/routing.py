@@ -115,8 +115,9 @@ class Router:
         the distances were ``old_dist``, given that ``channels`` changed state or weight."""
         moved: B = old_dist != self.dist
         out: B = moved.copy()
-        if moved.any():  # a neighbour's distance decides eligibility too
-            out |= np.asarray(self._adj @ moved.T.astype(np.int32)).T > 0
+        rows = np.flatnonzero(moved.any(axis=1))  # targets some distance to changed
+        if rows.size:  # a neighbour's distance decides eligibility too
+            out[rows] |= np.asarray(self._adj @ moved[rows].T.astype(np.int32)).T > 0
         sw = self._ch_tx_sw[channels[channels < len(self._ch_tx_sw)]]
         out[:, sw[sw >= 0]] = True
         return out
