@@ -2,7 +2,9 @@
 
 A scenario is a fabric shape (family, size, oversubscription), a job that keeps
 the fabric busy (a soak: three jobs, of which two start and one stops during
-the run, so the workload changes under the RCA), and zero or more faults with
+the run, so the workload changes under the RCA), in some scenarios a second
+job, steady background traffic and a fabric faster than its NICs (``_vary``),
+and zero or more faults with
 random intensities that start after a healthy warm-up. ``ScenarioSpec`` says
 what to draw: the families, sizes and oversubscriptions (by default the shapes
 of one split), how many overlapping faults, whether they happen while a link
@@ -89,6 +91,8 @@ class ScenarioSpec(BaseModel):
                               "start during the flap")
     fault_types: tuple[str, ...] = Field(default=(), description="Empty: every type")
     soak_s: float | None = Field(default=None, gt=0, description="Fault-free run of this length")
+    variety: bool = Field(default=True, description="Second jobs, background traffic and "
+                          "fabrics faster than the NICs in some scenarios (see _vary)")
 
     def shapes(self) -> list[tuple[str, int, float]]:
         base = [s for name, group in SPLITS.items() if self.split in (name, "all")
@@ -259,8 +263,30 @@ def make(index: int, seed: int, spec: ScenarioSpec | None = None, *,
     doc = {"name": f"rca-{seed}-{index}", "seed": s, "duration_s": round(horizon),
            "tick_s": 1.0, "topology": {"builder": family, "params": params},
            "jobs": jobs, "faults": faults}
+    if spec.variety:
+        _vary(doc, hosts, spare, rng, soak)
     return LabelledScenario(index, s, (family, params), doc, tuple(faults),
                             shape_label(family, size, over))
+
+
+def _vary(doc: dict[str, Any], hosts: int, spare: int, rng: np.random.Generator,
+          soak: bool) -> None:
+    """What real fabrics add, drawn after everything else (so shapes and faults stay
+    those of the same index without it): half the time a second job with a pipeline
+    collective on a quarter of the hosts (a soak has its own jobs); half the time
+    (a soak always) steady background flows at 1-10 % of line rate; a third of the
+    time a fabric twice as fast as the NICs."""
+    if rng.random() < 0.5 and hosts - spare >= 8 and len(doc["jobs"]) == 1:
+        second = (hosts - spare) // 4
+        doc["jobs"][0]["hosts"] -= second
+        doc["jobs"].append({"name": "job-pipe-b", "hosts": second, "collective": "pipeline",
+                            "placement": "random", "compute_s": float(rng.uniform(0.2, 1.5)),
+                            "comm_bytes_per_nic": float(rng.uniform(10e9, 80e9))})
+    if rng.random() < 0.5 or soak:
+        doc["background"] = {"flows": max(4, hosts // 2), "share": float(rng.uniform(0.01, 0.1))}
+    if rng.random() < 1 / 3:
+        key = "link_speed_bps" if doc["topology"]["builder"] == "fat_tree" else "fabric_speed_bps"
+        doc["topology"]["params"] = {**doc["topology"]["params"], key: 800_000_000_000}
 
 
 def _changing_jobs(hosts: int, soak_s: float, rng: np.random.Generator

@@ -34,7 +34,8 @@ class RuleConfig(BaseModel):
     ecn_low_queue: float = Field(default=1e-3, gt=0, le=1,
                                  description="ECN ratio on a queue below Kmin")
     ecn_kmin_bytes: float = Field(default=1e5, gt=0)
-    fan_in: int = Field(default=3, ge=2, description="Senders into one NIC at line rate")
+    fan_in: int = Field(default=3, ge=2, description="Senders into one NIC at line rate "
+                        "beyond those it usually has")
     incast_util: float = Field(default=0.95, gt=0, le=1,
                                description="Receive utilization of a NIC that, with a queue "
                                            "past ecn_kmin_bytes on its switch port, is an "
@@ -92,8 +93,9 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
     add(sw_pause, link, "paused_without_throughput", "pfc_deadlock", sig.pause_rx, 4.5)
     add(~ix.port_is_nic & (sig.ecn_ratio > c.ecn_low_queue) & (sig.queue < c.ecn_kmin_bytes),
         sw_of_node[ix.port_node], "ecn_below_kmin", "ecn_misconfig", sig.ecn_ratio, 3.0)
-    fan_in = np.zeros(ix.n_ports)
+    fan_in, excess = np.zeros(ix.n_ports), np.zeros(ix.n_ports)
     fan_in[ix.nic_ports] = paths.fan_in
+    excess[ix.nic_ports] = paths.fan_in_excess()
     # a NIC at line rate behind a standing queue on its switch port is an incast at once;
     # without the queue, only once the rate has lasted
     facing = np.zeros(ix.n_ports)
@@ -101,7 +103,7 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
     facing[ix.nic_ports] = np.where(peers >= 0, sig.queue[np.maximum(peers, 0)], 0.0)
     flooded = (sig.rx_sustained > 0.9) | ((sig.util_rx > c.incast_util)
                                          & (facing > c.ecn_kmin_bytes))
-    add(ix.port_is_nic & (fan_in >= c.fan_in) & flooded, nic_of_port,
+    add(ix.port_is_nic & (excess >= c.fan_in) & flooded, nic_of_port,
         "fan_in", "incast", fan_in, 4.0)
     add(ix.port_is_nic & (sig.retrans_ratio > c.retrans_ratio), nic_of_port,
         "retransmissions", "gray_loss", sig.retrans_ratio, 2.0)

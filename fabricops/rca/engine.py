@@ -42,6 +42,7 @@ B = npt.NDArray[np.bool_]
 VOTES = FCOL["l_vote_share"]
 STEADY = 0.02  # root-score margin within which an incident keeps its root
 _OPTIC = CLASSES.index("optic_degradation")
+FAN_IN_ALPHA = 0.05  # per step, of a NIC's usual fan-in towards what it sees
 
 
 class RcaConfig(BaseModel):
@@ -111,6 +112,7 @@ class RcaEngine:
         self.steps = 0
         self._cand_nodes = self.candidates.nodes(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
+        self._fan_usual: F64 | None = None
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
                                     minlength=self.index.n_nodes).astype(float)
 
@@ -127,7 +129,9 @@ class RcaEngine:
         flows = self.paths.recent(snap.ts_ns)
         agree, agree_n = self.paths.hash_agreement(self.signals.uplink)
         moved = self.paths.moves(snap.ts_ns, self.signals.uplink, unstable_nodes(self.index, sig))
-        stats = PathStats(flows, agree, agree_n, self._uplinks, self.paths.fan_in(), moved)
+        fan_in = self.paths.fan_in()
+        stats = PathStats(flows, agree, agree_n, self._uplinks, fan_in, moved,
+                          self._usual_fan_in(fan_in))
         symptoms = detect(self.index, self.candidates, sig, stats, self.config.rules)
         if self.steps < self.config.warmup_steps:
             symptoms = []
@@ -230,6 +234,22 @@ class RcaEngine:
             used.add(d.id)
             out.append(d)
         return tuple(out)
+
+    def _usual_fan_in(self, fan_in: F64) -> F64:
+        """Per NIC: the fan-in it usually has (its collective's peers, steady background),
+        as it was before this step; learnt slowly, and not from a NIC whose fan-in is now
+        ``rules.fan_in`` or more above it (an incast must not become the usual)."""
+        usual = self._fan_usual
+        if usual is None or len(usual) != len(fan_in):
+            usual = self._fan_usual = fan_in.copy()
+            return usual.copy()
+        before = usual.copy()
+        learning = self.steps <= self.config.warmup_steps
+        calm = learning | (fan_in - usual < self.config.rules.fan_in)
+        usual[calm] += FAN_IN_ALPHA * (fan_in[calm] - usual[calm])
+        if learning:  # flows are still being sampled for the first time
+            np.maximum(usual, fan_in, out=usual)
+        return before
 
     def _plausible(self, root: F64, best: npt.NDArray[np.int64], sig: PortSignals) -> F64:
         """Root scores, less those of links whose likeliest fault is a degrading optic

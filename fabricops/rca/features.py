@@ -63,7 +63,7 @@ def _log(x: F64) -> F64:
 @dataclass(frozen=True)
 class PathStats:
     """What INT paths say: recent flows, per-node hash agreement and flow moves
-    between uplinks, per-NIC fan-in."""
+    between uplinks, per-NIC fan-in and the fan-in each NIC usually has."""
 
     flows: Sequence[tuple[int, int, tuple[int, ...]]]
     agree: F64  # per node
@@ -71,6 +71,14 @@ class PathStats:
     uplinks: F64  # per node: uplink count
     fan_in: F64  # per NIC
     moved: F64  # per node: flows moved between stable uplinks
+    fan_in_usual: F64 | None = None  # per NIC: its usual fan-in (None: none known)
+
+    def fan_in_excess(self) -> F64:
+        """Per NIC: senders beyond its usual ones (its collective, steady background)."""
+        if self.fan_in_usual is None:
+            return self.fan_in
+        out: F64 = np.maximum(self.fan_in - self.fan_in_usual, 0.0)
+        return out
 
     def polar_log_p(self) -> F64:
         """Per node: -log10 of the chance that every pair agreed by luck (0 if any did not)."""

@@ -35,7 +35,7 @@ from fabricops.simulator.routing import Router
 from fabricops.simulator.settings import RunningConfig, SettingFaults
 from fabricops.simulator.telemetry import OPER_DOWN, OPER_UP, Telemetry
 from fabricops.simulator.tick import simulate_tick
-from fabricops.simulator.workload import JobSpec, Workload
+from fabricops.simulator.workload import BackgroundSpec, JobSpec, Workload
 
 I32 = npt.NDArray[np.int32]
 F64 = npt.NDArray[np.float64]
@@ -109,6 +109,24 @@ class Simulator:
     def add_job(self, spec: JobSpec) -> None:
         """Place a training job; ValueError if it does not fit."""
         self.route_flows(self.workload.add_job(spec))
+
+    def add_background(self, spec: BackgroundSpec) -> I32:
+        """Add steady flows outside every job (see ``BackgroundSpec``); their indices."""
+        fab = self.fabric
+        host = fab.port_node[fab.nic_ports]
+        src = self.rng.integers(0, fab.n_nics, spec.flows).astype(np.int32)
+        dst = np.empty_like(src)
+        for i, s in enumerate(src.tolist()):  # a NIC of another host on the same rail
+            peers = np.flatnonzero((fab.nic_rail == fab.nic_rail[s]) & (host != host[s]))
+            dst[i] = int(self.rng.choice(peers)) if len(peers) else s
+        keep = dst != src
+        src, dst = src[keep], dst[keep]
+        sport = np.uint64(49152) + self.rng.integers(0, 16384, len(src)).astype(np.uint64)
+        flows = self.workload.flows.append(src, dst, -1, sport)
+        speed = fab.port_speed_bps[fab.nic_ports]
+        self.workload.flows.fixed_demand_bps[flows] = spec.share * speed[src]
+        self.route_flows(flows)
+        return flows
 
     def add_fault(self, spec: FaultSpec) -> int:
         """Inject a fault (now or later); return its id. FaultError names what is wrong."""

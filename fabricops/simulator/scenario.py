@@ -19,7 +19,7 @@ from fabricops.core.yamlfile import read_yaml
 from fabricops.simulator.builders import BuilderError, build
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultError, FaultSpec, parse_fault
-from fabricops.simulator.workload import JobSpec
+from fabricops.simulator.workload import BackgroundSpec, JobSpec
 
 
 class ScenarioError(ValueError):
@@ -56,6 +56,8 @@ class Scenario(BaseModel):
     )
     sim: dict[str, Any] = Field(default_factory=dict, description="Other SimConfig fields")
     jobs: list[JobSpec] = Field(default_factory=list)
+    background: BackgroundSpec | None = Field(default=None,
+                                              description="Steady traffic outside the jobs")
     faults: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
@@ -145,6 +147,8 @@ def build_simulator(scenario: Scenario, topology: Topology | None = None) -> Sim
             sim.add_job(job)
         except ValueError as exc:
             raise ScenarioError(f"scenario {scenario.name!r}: {exc}") from None
+    if scenario.background is not None:
+        sim.add_background(scenario.background)
     for i, doc in enumerate(scenario.faults):
         try:
             spec: FaultSpec = parse_fault(doc, i)

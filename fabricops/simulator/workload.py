@@ -52,6 +52,17 @@ class JobSpec(BaseModel):
         return self
 
 
+class BackgroundSpec(BaseModel):
+    """Steady traffic outside every job (storage, checkpoints, data loading): flows
+    between random NICs of one rail on different hosts, each asking for ``share`` of
+    its NIC's line rate all the time."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flows: int = Field(default=64, ge=1, le=1_000_000)
+    share: float = Field(default=0.05, gt=0, le=1, description="Of the NIC's line rate")
+
+
 @dataclass
 class FlowTable:
     """Every flow ever created, as arrays. Flows are never removed, only deactivated."""

@@ -91,6 +91,7 @@ def test_a_soak_changes_its_workload_while_it_runs() -> None:
     assert starts[0] == 0.0
     assert 0.0 < starts[1] < starts[2] < 3600.0, "jobs start mid-run"
     assert any(j["stop_s"] is not None and j["stop_s"] < 3600.0 for j in jobs), "one stops"
+    assert soak.doc["background"]["flows"] > 0, "steady traffic besides the jobs"
     sim = build_simulator(Scenario.model_validate(soak.doc))
     assert sum(j["hosts"] for j in jobs) <= len(sim.workload.free_hosts()) + sum(
         len(h) for h in sim.workload.hosts), "every job was placed"
@@ -161,3 +162,21 @@ def test_rca_and_remediation_never_import_the_simulator_or_the_harness(package: 
     wrong = {f"{f.relative_to(root.parent)}: {m}" for f in files for m in _imports(f)
              if m.split(".")[:2] in (["fabricops", "simulator"], ["fabricops", "evaluation"])}
     assert wrong == set()
+
+
+def test_scenarios_vary_jobs_background_and_speeds_without_moving_their_faults() -> None:
+    plain = [make(i, 9, ScenarioSpec(split="train", variety=False)) for i in range(24)]
+    varied = [make(i, 9, ScenarioSpec(split="train")) for i in range(24)]
+    assert [p.faults for p in plain] == [v.faults for v in varied]
+    assert [p.shape for p in plain] == [v.shape for v in varied]
+    assert all(len(p.doc["jobs"]) == 1 and "background" not in p.doc for p in plain)
+    assert any(len(v.doc["jobs"]) == 2 for v in varied), "a second job"
+    assert any(j.get("collective") == "pipeline" for v in varied for j in v.doc["jobs"])
+    assert any("background" in v.doc for v in varied), "steady background traffic"
+    fast = [v for v in varied if {"fabric_speed_bps", "link_speed_bps"}
+            & set(v.doc["topology"]["params"])]
+    assert fast, "a fabric faster than its NICs"
+    for v in (fast[0], next(v for v in varied if "background" in v.doc)):
+        sim = build_simulator(Scenario.model_validate(v.doc))
+        sim.run(2)
+        assert sim.workload.flows.active.any()

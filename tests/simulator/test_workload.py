@@ -87,3 +87,21 @@ def test_over_marking_cuts_dcqcn_senders() -> None:
     share = ph.dcqcn_share(np.array([0.0, cfg.ecn_pmax * cfg.equilibrium_depth, 0.5]), cfg)
     assert share[0] == share[1] == 1.0
     assert share[2] < 0.2
+
+
+def test_background_flows_run_outside_every_job_at_their_share(fabric512: Topology) -> None:
+    from fabricops.simulator.workload import BackgroundSpec
+
+    sim = _job(fabric512, hosts=8, compute_s=1.0, comm_bytes_per_nic=1e11)
+    flows = sim.add_background(BackgroundSpec(flows=20, share=0.05))
+    fab, fl = sim.fabric, sim.workload.flows
+    assert len(flows) == 20
+    assert (fl.job[flows] == -1).all(), "background belongs to no job"
+    assert np.array_equal(fab.nic_rail[fl.src_nic[flows]], fab.nic_rail[fl.dst_nic[flows]])
+    host = fab.port_node[fab.nic_ports]
+    assert (host[fl.src_nic[flows]] != host[fl.dst_nic[flows]]).all()
+    assert sim.routable[flows].all()
+    obs = sim.step()  # the job computes first: only the background asks for bandwidth
+    line = fab.port_speed_bps[fab.nic_ports][fl.src_nic[flows]]
+    assert np.allclose(obs.demand_bps[flows], 0.05 * line)
+    assert obs.demand_bps.sum() == pytest.approx(obs.demand_bps[flows].sum())
