@@ -29,6 +29,7 @@ class DeviceClock:
 
     def __init__(self, history: int = HISTORY) -> None:
         self._seen: deque[tuple[int, int]] = deque(maxlen=max(history, 2))
+        self._ticks: deque[int] = deque(maxlen=max(history, 2))
         self._tick = -1
         self._lock = threading.Lock()
 
@@ -40,14 +41,18 @@ class DeviceClock:
             self._tick = tick
             if self._seen and ts_ns <= self._seen[-1][0]:
                 self._seen.clear()  # the device's clock went back: a new run
+                self._ticks.clear()
             self._seen.append((ts_ns, mono_ns))
+            self._ticks.append(tick)
 
     def spacing_ns(self) -> int:
-        """Device ns between the two newest frames; 0 until two are seen."""
+        """Device ns from one frame to the next, from the two newest seen (a stream that
+        woke late may have missed ticks in between); 0 until two are seen."""
         with self._lock:
             if len(self._seen) < 2:
                 return 0
-            return self._seen[-1][0] - self._seen[-2][0]
+            ticks = max(self._ticks[-1] - self._ticks[-2], 1)
+            return (self._seen[-1][0] - self._seen[-2][0]) // ticks
 
     def mono_at(self, device_ns: int) -> int | None:
         """The monotonic ns at which device time reaches ``device_ns``, from the newest

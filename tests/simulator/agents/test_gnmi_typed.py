@@ -127,6 +127,15 @@ def test_device_clock_places_device_time_on_the_monotonic_clock() -> None:
     assert clock.mono_at(5_100 * MS) is None
 
 
+def test_a_stream_that_woke_late_still_knows_one_frame_from_the_next() -> None:
+    """Ticks 2 to 6 missed: 6 device seconds passed, but frames still come each second,
+    so no sample is due between this frame and the next (none goes out twice)."""
+    clock = DeviceClock()
+    clock.observe(1, 10_000 * MS, 500 * MS)
+    clock.observe(7, 16_000 * MS, 6500 * MS)
+    assert clock.spacing_ns() == 1000 * MS
+
+
 def _frames(fabric: Topology, ticks: int, tick_s: float) -> list[Frame]:
     sim = Simulator(fabric, SimConfig(seed=5, tick_s=tick_s))
     sim.add_job(JobSpec(hosts=2, placement="random", compute_s=0.0, comm_bytes_per_nic=1e15))
