@@ -92,10 +92,7 @@ def link_change(name: str, sim: Simulator, changes: int) -> None:
             router.link_up[links] = ~router.link_up[links]
             t = time.process_time()
             router.refresh()
-            n = len(sim.workload.flows)
-            moved.append(int(router.stale(old, ch, sim.paths[:n], sim.workload.flows.dst_nic,
-                                          sim.routable[:n]).sum()))
-            sim.reroute_changed(old, ch)
+            moved.append(len(sim.reroute_changed(old, ch)))
             inc.append(time.process_time() - t)
             t = time.process_time()
             router.refresh()

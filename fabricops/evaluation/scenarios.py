@@ -252,10 +252,7 @@ def make(index: int, seed: int, spec: ScenarioSpec | None = None, *,
         faults.append({"type": t.value, "entity": entity,
                        "start_s": round(start + STAGGER_S * k, 3), "params": _params(t, rng)})
     spare = 4 if any(f["type"] == "incast" for f in faults) else 0
-    jobs = [{"name": "job-train-a", "hosts": hosts - spare,
-             "placement": "packed" if rng.random() < 0.2 else "random",
-             "compute_s": float(rng.uniform(0.2, 1.5)),
-             "comm_bytes_per_nic": float(rng.uniform(10e9, 80e9))}]
+    jobs = [_job(rng, "job-train-a", hosts - spare)]
     if spec.soak_s is not None:
         jobs = _changing_jobs(hosts, spec.soak_s, rng)
     horizon = spec.soak_s or duration_s or (
@@ -269,6 +266,16 @@ def make(index: int, seed: int, spec: ScenarioSpec | None = None, *,
                             shape_label(family, size, over))
 
 
+def _job(rng: np.random.Generator, name: str, hosts: int, placement: str | None = None,
+         **extra: Any) -> dict[str, Any]:
+    """A job document with drawn pacing (and placement, unless given): packed a fifth of
+    the time, 0.2-1.5 s of compute a step, 10-80 GB sent a NIC a step."""
+    return {"name": name, "hosts": hosts,
+            "placement": placement or ("packed" if rng.random() < 0.2 else "random"),
+            "compute_s": float(rng.uniform(0.2, 1.5)),
+            "comm_bytes_per_nic": float(rng.uniform(10e9, 80e9)), **extra}
+
+
 def _vary(doc: dict[str, Any], hosts: int, spare: int, rng: np.random.Generator,
           soak: bool) -> None:
     """What real fabrics add, drawn after everything else (so shapes and faults stay
@@ -279,9 +286,7 @@ def _vary(doc: dict[str, Any], hosts: int, spare: int, rng: np.random.Generator,
     if rng.random() < 0.5 and hosts - spare >= 8 and len(doc["jobs"]) == 1:
         second = (hosts - spare) // 4
         doc["jobs"][0]["hosts"] -= second
-        doc["jobs"].append({"name": "job-pipe-b", "hosts": second, "collective": "pipeline",
-                            "placement": "random", "compute_s": float(rng.uniform(0.2, 1.5)),
-                            "comm_bytes_per_nic": float(rng.uniform(10e9, 80e9))})
+        doc["jobs"].append(_job(rng, "job-pipe-b", second, "random", collective="pipeline"))
     if rng.random() < 0.5 or soak:
         doc["background"] = {"flows": max(4, hosts // 2), "share": float(rng.uniform(0.01, 0.1))}
     if rng.random() < 1 / 3:
@@ -295,11 +300,8 @@ def _changing_jobs(hosts: int, soak_s: float, rng: np.random.Generator
     quarter from 1/4 to 1/2 of the run; a ring job on the last quarter from 1/2 on."""
     def job(name: str, n: int, collective: str, start: float, stop: float | None
             ) -> dict[str, Any]:
-        return {"name": name, "hosts": max(2, n), "collective": collective,
-                "placement": "packed" if rng.random() < 0.2 else "random",
-                "compute_s": float(rng.uniform(0.2, 1.5)),
-                "comm_bytes_per_nic": float(rng.uniform(10e9, 80e9)),
-                "start_s": round(start, 3), "stop_s": None if stop is None else round(stop, 3)}
+        return _job(rng, name, max(2, n), collective=collective, start_s=round(start, 3),
+                    stop_s=None if stop is None else round(stop, 3))
     quarter = hosts // 4
     return [job("job-train-a", hosts - 2 * quarter, "ring_allreduce", 0.0, None),
             job("job-pipe-b", quarter, "pipeline", soak_s / 4, soak_s / 2),

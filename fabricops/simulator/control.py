@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from fabricops.core.entities import EntityKind, entity_kind
 from fabricops.simulator.faults import FaultError, FaultSpec
+from fabricops.simulator.workload import roce_sports
 
 if TYPE_CHECKING:
     from fabricops.simulator.engine import Simulator
@@ -62,15 +63,16 @@ class Control:
         node = sim.fabric.topology.node_by_id.get(switch)
         if node is None or node.is_host:
             raise ControlError(f"{switch!r} is not a switch of this fabric")
+        channels = []
         for port, weight in weights.items():
             p = self._port(port)
             if sim.fabric.node_ids[sim.fabric.port_node[p]] != switch:
                 raise ControlError(f"port {port!r} is not on switch {switch!r}")
             if weight < 0:
                 raise ControlError(f"weight of port {port!r} must be >= 0, got {weight}")
-            sim.router.weight[sim.fabric.port_tx_ch[p]] = weight
-        channels = np.array([sim.fabric.port_tx_ch[self._port(p)] for p in weights], np.int32)
-        sim.reroute_changed(sim.router.dist, channels)
+            channels.append(int(sim.fabric.port_tx_ch[p]))
+            sim.router.weight[channels[-1]] = weight
+        sim.reroute_changed(sim.router.dist, np.array(channels, np.int32))
 
     def set_ecmp_hash(self, switch: str, *, l4: bool) -> None:
         """Configure the fields a switch's ECMP hash uses: L3+L4 (the flow's UDP source
@@ -99,8 +101,7 @@ class Control:
         sim = self._sim
         flows = self._select_flows(entity)
         fl = sim.workload.flows
-        fl.sport[flows] = np.uint64(49152) + sim.rng.integers(0, 16384, len(flows)).astype(
-            np.uint64)
+        fl.sport[flows] = roce_sports(sim.rng, len(flows))
         sim.route_flows(flows)
         return len(flows)
 
@@ -219,14 +220,12 @@ class Control:
                              "incast needs a NIC as its entity")
         victim = int(fab.port_nic[fab.port_index(spec.entity)])
         fan_in = spec.typed_params().fan_in
-        host = fab.port_node[fab.nic_ports]
-        same_rail = fab.nic_rail == fab.nic_rail[victim]
-        cands = np.flatnonzero(same_rail & (host != host[victim]))
+        cands = fab.rail_peers(victim)
         if len(cands) < fan_in:
             raise FaultError(f"fault #{index} (incast on {spec.entity!r}): fan_in {fan_in} "
                              f"exceeds the {len(cands)} NICs that can reach it")
         src = np.sort(sim.rng.choice(cands, size=fan_in, replace=False)).astype(np.int32)
-        sport = np.uint64(49152) + sim.rng.integers(0, 16384, fan_in).astype(np.uint64)
-        flows = sim.workload.flows.append(src, np.full(fan_in, victim, np.int32), -1, sport)
+        flows = sim.workload.flows.append(src, np.full(fan_in, victim, np.int32), -1,
+                                          roce_sports(sim.rng, fan_in))
         sim.route_flows(flows)
         return flows

@@ -35,7 +35,7 @@ from fabricops.simulator.routing import Router
 from fabricops.simulator.settings import RunningConfig, SettingFaults
 from fabricops.simulator.telemetry import OPER_DOWN, OPER_UP, Telemetry
 from fabricops.simulator.tick import simulate_tick
-from fabricops.simulator.workload import BackgroundSpec, JobSpec, Workload
+from fabricops.simulator.workload import BackgroundSpec, JobSpec, Workload, roce_sports
 
 I32 = npt.NDArray[np.int32]
 F64 = npt.NDArray[np.float64]
@@ -113,16 +113,14 @@ class Simulator:
     def add_background(self, spec: BackgroundSpec) -> I32:
         """Add steady flows outside every job (see ``BackgroundSpec``); their indices."""
         fab = self.fabric
-        host = fab.port_node[fab.nic_ports]
         src = self.rng.integers(0, fab.n_nics, spec.flows).astype(np.int32)
         dst = np.empty_like(src)
-        for i, s in enumerate(src.tolist()):  # a NIC of another host on the same rail
-            peers = np.flatnonzero((fab.nic_rail == fab.nic_rail[s]) & (host != host[s]))
+        for i, s in enumerate(src.tolist()):
+            peers = fab.rail_peers(s)
             dst[i] = int(self.rng.choice(peers)) if len(peers) else s
         keep = dst != src
         src, dst = src[keep], dst[keep]
-        sport = np.uint64(49152) + self.rng.integers(0, 16384, len(src)).astype(np.uint64)
-        flows = self.workload.flows.append(src, dst, -1, sport)
+        flows = self.workload.flows.append(src, dst, -1, roce_sports(self.rng, len(src)))
         speed = fab.port_speed_bps[fab.nic_ports]
         self.workload.flows.fixed_demand_bps[flows] = spec.share * speed[src]
         self.route_flows(flows)
@@ -162,14 +160,17 @@ class Simulator:
     def reroute_all(self) -> None:
         self.route_flows(np.flatnonzero(self.workload.flows.active).astype(np.int32))
 
-    def reroute_changed(self, old_dist: npt.NDArray[np.int16], channels: I32) -> None:
+    def reroute_changed(self, old_dist: npt.NDArray[np.int16], channels: I32) -> I32:
         """Route again the active flows a change can move: the router's distances were
-        ``old_dist`` and ``channels`` changed state or weight (see ``Router.stale``)."""
+        ``old_dist`` and ``channels`` changed state or weight (see ``Router.stale``).
+        Returns the flows routed again."""
         fl = self.workload.flows
         n = len(fl)
         stale = self.router.stale(old_dist, channels, self.paths[:n], fl.dst_nic,
                                   self.routable[:n])
-        self.route_flows(np.flatnonzero(stale & fl.active).astype(np.int32))
+        flows = np.flatnonzero(stale & fl.active).astype(np.int32)
+        self.route_flows(flows)
+        return flows
 
     def _grow(self, n: int) -> None:
         extra = n - len(self.prev_demand_bps)

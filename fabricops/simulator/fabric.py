@@ -10,6 +10,7 @@ capacity, used to pad paths.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import numpy.typing as npt
@@ -87,6 +88,18 @@ class Fabric:
     def node_ports(self, node: int) -> range:
         end = self.node_port_start[node + 1] if node + 1 < self.n_nodes else self.n_ports
         return range(int(self.node_port_start[node]), int(end))
+
+    def rail_peers(self, nic: int) -> I32:
+        """The NICs on ``nic``'s rail of other hosts, in NIC order: those it can reach."""
+        members = self._rail_members[int(self.nic_rail[nic])]
+        host = self.port_node[self.nic_ports]
+        peers: I32 = members[host[members] != host[nic]]
+        return peers
+
+    @cached_property
+    def _rail_members(self) -> dict[int, I32]:
+        return {int(r): np.flatnonzero(self.nic_rail == r).astype(np.int32)
+                for r in np.unique(self.nic_rail)}
 
     def __post_init__(self) -> None:
         self._node_index.update((n, i) for i, n in enumerate(self.node_ids))

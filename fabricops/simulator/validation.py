@@ -26,8 +26,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.simulator.engine import Simulator
+from fabricops.simulator.workload import roce_sports
 
-ROCE_SPORT_BASE = 49152
 _DROPS = ("in_errors", "in_discards", "out_discards")
 
 
@@ -62,8 +62,7 @@ def run_traffic(sim: Simulator, spec: TrafficSpec) -> dict[str, Any]:
     demand = line[src] * share
     flows = sim.workload.flows
     rng = np.random.default_rng(spec.seed)
-    sport = rng.integers(0, 16384, len(src)).astype(np.uint64) + np.uint64(ROCE_SPORT_BASE)
-    idx = flows.append(src, dst, -1, sport)
+    idx = flows.append(src, dst, -1, roce_sports(rng, len(src)))
     sim.route_flows(idx)
     tel = sim.telemetry
     before = _counters(sim)

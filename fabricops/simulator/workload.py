@@ -5,8 +5,9 @@ collective phase in which every NIC sends ``comm_bytes_per_nic`` bytes: a ring
 AllReduce over each rail (NIC r of host i sends to NIC r of host i+1), or a
 pipeline chain (no wrap-around). The collective ends when its slowest flow is
 done, so one slow link stalls the whole job. A job with ``stop_s`` ends then:
-its flows stop and its hosts are free again, as when a job finishes. Every NIC-to-NIC connection is
-``qps_per_pair`` flows, each a RoCEv2 5-tuple with its own UDP source port.
+its flows stop and its hosts are free again, as when a job finishes. Every
+NIC-to-NIC connection is ``qps_per_pair`` flows, each a RoCEv2 5-tuple with
+its own UDP source port.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ F64 = npt.NDArray[np.float64]
 U64 = npt.NDArray[np.uint64]
 B = npt.NDArray[np.bool_]
 ROCE_SPORT_BASE = 49152
+
+
+def roce_sports(rng: np.random.Generator, n: int) -> U64:
+    """``n`` random RoCEv2 UDP source ports (49152-65535), one per queue pair."""
+    return np.uint64(ROCE_SPORT_BASE) + rng.integers(0, 16384, n).astype(np.uint64)
 
 
 class JobSpec(BaseModel):
@@ -188,9 +194,7 @@ class Workload:
         """
         if self.phase[job] == ENDED:
             return np.zeros(0, np.int32)
-        for h in self.hosts[job]:
-            self.busy[h] = False
-        self.flows.active[self.flows.job == job] = False
+        self._release(job)
         self.hosts[job] = list(hosts)
         self.busy[hosts] = True
         if self.phase[job] != WAITING:
@@ -207,8 +211,7 @@ class Workload:
             nics, nxt = nics[:-1], nxt[:-1]
         src = np.repeat(nics.ravel(), spec.qps_per_pair)
         dst = np.repeat(nxt.ravel(), spec.qps_per_pair)
-        sport = self.rng.integers(0, 16384, size=len(src)).astype(np.uint64)
-        return self.flows.append(src, dst, job, sport + np.uint64(ROCE_SPORT_BASE))
+        return self.flows.append(src, dst, job, roce_sports(self.rng, len(src)))
 
     def begin_tick(self, t_s: float, dt_s: float) -> F64:
         """Advance phases to time ``t_s``; return each job's share of the tick spent in comm.
@@ -234,11 +237,15 @@ class Workload:
                 share[j] = 1.0
         return share
 
-    def _end(self, job: int) -> None:
-        """The job is over: its flows stop and its hosts are spares again."""
+    def _release(self, job: int) -> None:
+        """The job's hosts are spares again and its flows stop."""
         for h in self.hosts[job]:
             self.busy[h] = False
         self.flows.active[self.flows.job == job] = False
+
+    def _end(self, job: int) -> None:
+        """The job is over: its flows stop and its hosts are spares again."""
+        self._release(job)
         self.flows.bytes_left[self.flows.job == job] = 0.0
         self.hosts[job] = []
         self.phase[job] = ENDED

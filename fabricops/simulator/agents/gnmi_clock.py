@@ -20,7 +20,7 @@ HISTORY: Final = 8
 
 
 class DeviceClock:
-    """Newest frames' (timestamp, first monotonic time seen); thread-safe.
+    """Newest frames' (board tick, timestamp, first monotonic time seen); thread-safe.
 
     Streams report each new board tick as they wake up to it (``observe``); the
     first report of a tick is kept. Until two frames have been seen neither the
@@ -28,22 +28,17 @@ class DeviceClock:
     """
 
     def __init__(self, history: int = HISTORY) -> None:
-        self._seen: deque[tuple[int, int]] = deque(maxlen=max(history, 2))
-        self._ticks: deque[int] = deque(maxlen=max(history, 2))
-        self._tick = -1
+        self._seen: deque[tuple[int, int, int]] = deque(maxlen=max(history, 2))
         self._lock = threading.Lock()
 
     def observe(self, tick: int, ts_ns: int, mono_ns: int) -> None:
         """Board tick ``tick`` published a frame stamped ``ts_ns``, seen at ``mono_ns``."""
         with self._lock:
-            if tick <= self._tick:
+            if self._seen and tick <= self._seen[-1][0]:
                 return
-            self._tick = tick
-            if self._seen and ts_ns <= self._seen[-1][0]:
+            if self._seen and ts_ns <= self._seen[-1][1]:
                 self._seen.clear()  # the device's clock went back: a new run
-                self._ticks.clear()
-            self._seen.append((ts_ns, mono_ns))
-            self._ticks.append(tick)
+            self._seen.append((tick, ts_ns, mono_ns))
 
     def spacing_ns(self) -> int:
         """Device ns from one frame to the next, from the two newest seen (a stream that
@@ -51,8 +46,8 @@ class DeviceClock:
         with self._lock:
             if len(self._seen) < 2:
                 return 0
-            ticks = max(self._ticks[-1] - self._ticks[-2], 1)
-            return (self._seen[-1][0] - self._seen[-2][0]) // ticks
+            (tick0, ts0, _), (tick1, ts1, _) = self._seen[-2], self._seen[-1]
+            return (ts1 - ts0) // max(tick1 - tick0, 1)
 
     def mono_at(self, device_ns: int) -> int | None:
         """The monotonic ns at which device time reaches ``device_ns``, from the newest
@@ -60,7 +55,7 @@ class DeviceClock:
         with self._lock:
             if len(self._seen) < 2:
                 return None
-            (ts0, mono0), (ts1, mono1) = self._seen[0], self._seen[-1]
+            (_, ts0, mono0), (_, ts1, mono1) = self._seen[0], self._seen[-1]
             if ts1 <= ts0 or mono1 <= mono0:
                 return None
             return mono1 + round((device_ns - ts1) * (mono1 - mono0) / (ts1 - ts0))
