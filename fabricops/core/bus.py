@@ -21,7 +21,7 @@ headers is still taken.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, Protocol
@@ -111,8 +111,10 @@ class Consumer(Protocol):
     def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
         """Records from the owned partitions; may wait longer while the member joins."""
 
-    def commit(self) -> None:
-        """Mark everything polled so far as done (call after the work is durable)."""
+    def commit(self, hold: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Mark everything polled so far as done (call after the work is durable), but
+        for each partition in ``hold`` only the records before its offset: the ones
+        from it on are delivered again after a restart or a rebalance."""
 
     def assignment(self) -> set[tuple[str, int]]:
         """The (topic, partition) pairs this member owns now."""

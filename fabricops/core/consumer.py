@@ -20,6 +20,16 @@ goes on until ``stop`` is set. What can go wrong, and what it does:
   so a handler that keeps state per key (the pipeline's open windows) starts
   the partitions it takes over from what their previous owner made durable,
   never from an older copy of its own.
+- **A handler that holds records** (the pipeline's open windows live only in
+  memory until they close): ``hold`` names, per partition, the first offset
+  still needed, and the commit stops there, so after a restart or a
+  rebalance the records of what was not yet durable are delivered again.
+  ``assigned`` hears of every change of the partitions owned (so the handler
+  drops what it holds of partitions another member now owns), and ``drain``
+  is called when the loop is stopped, before the last commit and before the
+  member leaves the group (the handler makes everything it holds durable).
+  ``idle`` is called when a poll brings nothing (the handler may write what
+  it holds of sources gone silent).
 - Between retries the loop waits a backoff that doubles from ``backoff_s`` up
   to ``max_backoff_s``, with jitter. An outage is logged once when it starts
   and once when it ends. If the loop has not completed a batch for
@@ -35,7 +45,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
@@ -75,12 +85,17 @@ class ConsumerLoop:
                  dead_letters: DeadLetterBox | None = None,
                  liveness: Liveness | None = None,
                  recover: Callable[[], object] | None = None,
+                 hold: Callable[[], Mapping[tuple[str, int], int]] | None = None,
+                 assigned: Callable[[set[tuple[str, int]]], object] | None = None,
+                 drain: Callable[[], object] | None = None,
+                 idle: Callable[[], object] | None = None,
                  registry: CollectorRegistry | None = None,
                  log: logging.Logger | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  rng: random.Random | None = None) -> None:
         self.config, self.bus, self.topics, self.group = config, bus, list(topics), group
-        self.handle, self.name, self.recover = handle, name, recover
+        self.handle, self.name, self.recover, self.hold = handle, name, recover, hold
+        self.assigned, self.drain, self.idle = assigned, drain, idle
         reg = registry if registry is not None else CollectorRegistry()
         self.dead_letters = dead_letters or DeadLetterBox(bus, group, registry=reg)
         self.liveness = liveness
@@ -123,6 +138,8 @@ class ConsumerLoop:
                 if not pending:
                     pending = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
                     now_owned = consumer.assignment()
+                    if now_owned != owned and self.assigned is not None:
+                        self.assigned(now_owned)
                     if now_owned - (owned or set()):
                         self._recover()  # partitions gained: their state is in the store
                     owned = now_owned
@@ -130,7 +147,9 @@ class ConsumerLoop:
                     stale = True  # until the batch is done
                     self._handle_batch(pending)
                     stale = False
-                consumer.commit()
+                elif self.idle is not None:
+                    self.idle()
+                consumer.commit(self.hold() if self.hold is not None else None)
             except Exception as exc:
                 if isinstance(exc, BusError):
                     kind = "bus"
@@ -150,7 +169,20 @@ class ConsumerLoop:
             self.m_records.labels(self.name).inc(len(pending))
             pending, attempt = [], 0
             self._outage.recovered()
+        if stop.is_set():
+            self._drain(consumer)
         _close_quietly(consumer)
+
+    def _drain(self, consumer: Consumer | None) -> None:
+        """Stopped: let the handler make what it holds durable, then commit it."""
+        if consumer is None or self.drain is None:
+            return
+        try:
+            self.drain()
+            consumer.commit(self.hold() if self.hold is not None else None)
+        except Exception as exc:  # what is not committed is delivered again
+            self.log.warning("%s: stopping, not everything held was made durable (it is "
+                             "delivered again): %s", self.name, exc)
 
     def _handle_batch(self, batch: list[Message]) -> None:
         """``handle(batch)``; on a record failure, one record at a time, dead-lettering."""

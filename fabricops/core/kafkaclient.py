@@ -13,12 +13,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import kafka.errors as kerr
 from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
+from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -281,10 +282,24 @@ class KafkaGroupConsumer:
         self._update_lag()
         return out
 
-    def commit(self) -> None:
-        """Commit the offsets after every record polled (blocks up to commit_timeout_ms)."""
+    def commit(self, hold: Mapping[tuple[str, int], int] | None = None) -> None:
+        """Commit the offsets after every record polled, no further than ``hold`` for the
+        partitions in it (blocks up to commit_timeout_ms)."""
         try:
-            self._consumer.commit(timeout_ms=self._config.commit_timeout_ms)
+            if not hold:
+                self._consumer.commit(timeout_ms=self._config.commit_timeout_ms)
+                return
+            offsets = {}
+            for tp in self._consumer.assignment():
+                # the consumer's own position: after a rebalance it restarts at the
+                # committed offset, whatever this member had read before
+                position = self._consumer.position(tp, timeout_ms=self._config.commit_timeout_ms)
+                if position is not None:
+                    done = min(position, hold.get((tp.topic, tp.partition), position))
+                    offsets[tp] = OffsetAndMetadata(done, "", -1)
+            if offsets:
+                self._consumer.commit(offsets=offsets,
+                                      timeout_ms=self._config.commit_timeout_ms)
         except (kerr.KafkaError, OSError) as exc:
             raise self._error("commit", exc) from exc
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 import zlib
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from threading import Condition
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -181,6 +181,17 @@ class MemoryBus:
             known = self._groups.get(group, _Group()).committed
             return {p: off for (t, p), off in known.items() if t == topic}
 
+    def read_positions(self, group: str, topic: str) -> dict[int, int]:
+        """Per partition of ``topic``, the next offset ``group`` reads: its owner's
+        position, else the committed offset (how far the group has read, which may
+        be past what it has committed)."""
+        with self._cond:
+            known = self._groups.get(group, _Group())
+            out = {p: off for (t, p), off in known.committed.items() if t == topic}
+            for member in known.members:
+                out.update({p: off for (t, p), off in member.positions.items() if t == topic})
+            return out
+
     # -- internals, all called with self._cond held ------------------------------------
 
     def _require_running(self, what: str) -> None:
@@ -287,11 +298,14 @@ class MemoryConsumer:
                     return records
                 bus._cond.wait(deadline - now)
 
-    def commit(self) -> None:
-        """Commit the next offset of every partition this member owns now."""
+    def commit(self, hold: Mapping[TopicPartition, int] | None = None) -> None:
+        """Commit the next offset of every partition this member owns now (no further
+        than ``hold`` for the partitions in it)."""
         with self._bus._cond:
             self._check_usable("commit")
-            self._bus._groups[self.group].committed.update(self.positions)
+            done = self.positions if not hold else {
+                tp: min(pos, hold.get(tp, pos)) for tp, pos in self.positions.items()}
+            self._bus._groups[self.group].committed.update(done)
 
     def close(self) -> None:
         """Leave the group without committing; idempotent."""

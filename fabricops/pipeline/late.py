@@ -5,10 +5,9 @@ buffer) or reordered between partitions. A frame is a duplicate only when its
 identity, (device, source, ts_ns), is already stored; otherwise it is kept,
 whatever came before it. ``correct_windows`` takes the late frames of closed
 windows, reads what the store holds of each window (``held_frames``: its
-segment, and frames staged for it), and writes the window again with the new
-frames in it (one transaction per window: the old segment and the staged
-frames go, the corrected segment comes). Points already held are left as
-they are.
+segment), and writes the window again with the new frames in it (one
+transaction per window: the old segment goes, the corrected segment comes).
+Points already held are left as they are.
 
 Late frames are stored but never stepped through their stream: the events a
 late frame would have raised are not raised (their rates would be computed
@@ -57,15 +56,13 @@ def frames_of_block(block: SeriesBlock, device: str, source: Source,
 def held_frames(store: Store, device: str, source: str, t0_ns: int,
                 t1_ns: int) -> dict[int, Frame]:
     """What the store holds of one stream's window [t0_ns, t1_ns): the frames of the
-    segments that start in it and the staged frames, by ts_ns (a segment's first)."""
+    segments that start in it, by ts_ns (a segment's first)."""
     held: dict[int, Frame] = {}
     for seg in store.segments(t0_ns=t0_ns, t1_ns=t1_ns - 1, devices=[device], source=source):
         if t0_ns <= seg.t_start_ns < t1_ns:
             for f in frames_of_block(decode_block(seg.payload), device, Source(source),
                                      [seg.first_seq] * seg.n_points):
                 held.setdefault(f.ts_ns, f)
-    for f in store.staged_frames(device=device, source=source, t0_ns=t0_ns, t1_ns=t1_ns):
-        held.setdefault(f.ts_ns, f)
     return held
 
 

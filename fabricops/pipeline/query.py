@@ -1,9 +1,10 @@
 """Queries over the store: any series over any range, latest values, events.
 
-A series is read back from the keyframe segments that overlap the range and
-from the frames still staged in open windows, so the newest samples are there
-too. Counters come back exact (u64) or as per-second rates; gauges within the
-bound their segment states; states exact. A series collected by several
+A series is read back from the keyframe segments that overlap the range: the
+store answers up to the newest written window (a window is written a few
+seconds after it ends; live values travel on the bus). Counters come back
+exact (u64) or as per-second rates; gauges within the bound their segment
+states; states exact. A series collected by several
 sources (SNMP and gNMI both report port counters) is read from one: the one
 asked for, else the one with the most points in the range.
 """
@@ -18,7 +19,7 @@ from numpy.typing import NDArray
 
 from fabricops.core.catalogue import CATALOGUE, MetricKind
 from fabricops.core.entities import PORT_SEP
-from fabricops.pipeline.keyframe import SeriesBlock, block_from_frames, decode_block
+from fabricops.pipeline.keyframe import SeriesBlock, decode_block
 from fabricops.store.store import Store
 
 _TOP_HALF = np.uint64(1 << 63)
@@ -95,12 +96,6 @@ def _points(store: Store, device: str, entity: str, metric_id: int, t0_ns: int, 
         if got is not None:
             parts.setdefault(seg.source, []).append(got)
             error[seg.source] = max(error.get(seg.source, 0.0), seg.max_error)
-    staged = store.staged_frames(device=device, source=source)
-    for src in sorted({f.source.value for f in staged}):
-        block = block_from_frames([f for f in staged if f.source.value == src])
-        got = _pick(block, entity, metric_id, t0_ns, t1_ns)
-        if got is not None:
-            parts.setdefault(src, []).append(got)
     out = {}
     for src, chunks in parts.items():
         ts = np.concatenate([c[0] for c in chunks])

@@ -59,7 +59,7 @@ class PipelineService:
         self.worker.start()
 
     def stop(self) -> None:
-        """Stop consuming; open windows stay staged in the store for the next start."""
+        """Stop consuming (the worker writes the windows it holds, open ones too)."""
         self.worker.stop()
         self.sampling.stop()
         self.store.stop()

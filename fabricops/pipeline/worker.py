@@ -5,20 +5,27 @@ records (:mod:`fabricops.pipeline.int_paths`); telemetry frames are decoded, set
 the bad ones (undecodable, from the future, unknown metrics dropped from an
 otherwise good frame), follow each (device, source) stream in time order
 (:class:`~fabricops.pipeline.stream.SeriesStream`), store and publish the
-events, stage the frames of windows still open, and close every window that
-is complete into one keyframe segment. Only then are the offsets committed,
-so a worker killed anywhere in a batch finds its frames again (staged in the
-store, or re-delivered by the bus) and the store's idempotent writes make the
-second pass add nothing.
+events, and write complete windows as keyframe segments.
+
+Raw frames are never written to the store: the bus is the recovery log. A
+window lives in memory (:mod:`fabricops.pipeline.windows`) until it is
+written, and the offsets are committed no further than the oldest frame of
+an unwritten window, so a worker killed anywhere finds its frames again on
+the bus; the store's idempotent writes make the second pass add nothing,
+and only events the store did not hold yet are published again. Complete
+windows wait in a queue and each batch writes them, oldest first, for at
+most ``close_budget_s`` of CPU time, in one transaction: windows that all
+end on the same minute are written over the next seconds, never in one long
+stall.
 
 A frame is a duplicate only when its identity (device, source, ts_ns) is
 held already; a frame older than its stream's newest is stored all the same:
-into its window if that is still open, else by correcting the stored window
+into its window if that is still held, else by correcting the stored window
 (:mod:`fabricops.pipeline.late`). A record the worker cannot take goes to the
 dead-letter topic with its reason; the consumer loop
 (:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
-that fails, and rebuilds the worker's state from the store (``recover``)
-before it goes on.
+that fails, and the worker forgets the failed batch (``recover``) before it
+goes on.
 
 A window is ``keyframe_interval_s`` of one stream. It closes when a frame of
 a later window arrives for that stream, or when the newest frame of the same
@@ -42,23 +49,31 @@ from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, topic_name
 from fabricops.core.busio import publish_events
 from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig
 from fabricops.core.deadletter import DeadLetterBox
-from fabricops.core.frame import Frame, FrameError
-from fabricops.core.intreport import IntBatch, IntBatchError
+from fabricops.core.frame import Frame
 from fabricops.core.liveness import Liveness
 from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.records import Event
-from fabricops.pipeline.admit import admit_samples
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
-from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
+from fabricops.pipeline.intake import frames_of, int_path_records, segment_of
 from fabricops.pipeline.late import correct_windows, held_frames
 from fabricops.pipeline.stream import SeriesStream
+from fabricops.pipeline.windows import (
+    NO_ORIGIN,
+    Origin,
+    Partition,
+    StreamKey,
+    Window,
+    WindowBook,
+)
 from fabricops.pipeline.worker_metrics import WorkerMetrics
-from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths, store_problem
+from fabricops.store.records import (
+    WindowClose,
+    store_problem,
+)
 from fabricops.store.store import Store
 
 log = logging.getLogger(__name__)
-StreamKey = tuple[str, str]
 
 
 class PipelineConfig(BaseModel):
@@ -70,6 +85,12 @@ class PipelineConfig(BaseModel):
     prefix: str = DEFAULT_PREFIX
     keyframe_interval_s: float = Field(default=60.0, gt=0, le=3600)
     close_grace_s: float = Field(default=30.0, ge=0, description="Quiet stream's window wait")
+    idle_close_s: float = Field(
+        default=30.0, ge=1, description="A source whose frames stopped coming this long "
+        "(wall time, no record at all on the bus): its open windows are written")
+    close_budget_s: float = Field(
+        default=0.15, gt=0, description="CPU time a batch spends writing complete windows "
+        "(at least one is written per batch)")
     max_future_s: float = Field(default=60.0, gt=0, description="Newer frames are rejected")
     poll_timeout_s: float = Field(default=0.5, gt=0)
     max_records: int = Field(default=1000, ge=1)
@@ -96,17 +117,6 @@ class BatchResult:
         self.rejected[reason] = self.rejected.get(reason, 0) + n
 
 
-@dataclass
-class _Window:
-    index: int
-    frames: list[Frame] = field(default_factory=list)
-    ts_ns: set[int] = field(default_factory=set)
-
-    def add(self, frame: Frame) -> None:
-        self.frames.append(frame)
-        self.ts_ns.add(frame.ts_ns)
-
-
 class PipelineWorker:
     """A member of the pipeline's consumer group (see the module docstring)."""
 
@@ -130,12 +140,15 @@ class PipelineWorker:
         # called after every batch with its events and the newest frame time (ns)
         self.on_batch: list[Callable[[Sequence[Event], int], None]] = []
         self._streams: dict[StreamKey, SeriesStream] = {}
-        self._windows: dict[StreamKey, _Window] = {}
+        self._kf_ns = round(config.keyframe_interval_s * 1e9)
+        self.windows = WindowBook(self._kf_ns)
         self._late: list[Frame] = []
         self._warn = ThrottledLog(log)
         self._newest_ns = 0
         self._newest_by_source: dict[str, int] = {}
-        self._kf_ns = round(config.keyframe_interval_s * 1e9)
+        self._heard: dict[str, float] = {}  # source -> monotonic time of its last frame
+        self._batch = 0
+        self._in_batch = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.loop = ConsumerLoop(
@@ -144,41 +157,50 @@ class PipelineWorker:
                                give_up_after_s=config.give_up_after_s),
             bus, self.topics, config.group, self.process, name="pipeline-worker",
             dead_letters=self.dead_letters, liveness=liveness, recover=self.recover,
+            hold=self.windows.holds, assigned=self.assigned, drain=self.flush, idle=self.idle,
             registry=registry, log=log)
 
     def restore(self) -> int:
-        """Resume every stream from its checkpoint and reopen its staged window.
+        """Resume every stream from its checkpoint (saved with each written window).
 
-        A checkpoint is saved with each closed window; the staged frames newer
-        than it are replayed (without publishing their events again, which the
-        store already holds), so the streams are exactly as before the stop.
+        The frames of windows not written yet come again from the bus, which
+        was committed no further than the oldest of them. Frames an earlier
+        version staged in the store are taken back into their windows too.
         Returns the number of staged frames found.
         """
-        for key, state in self.store.stream_states().items():
+        for key, (before_ns, state) in self.store.stream_checkpoints().items():
             self._streams[key] = SeriesStream.resume(*key, self.rules, state)
+            self.windows.written_before[key] = before_ns
         frames = self.store.staged_frames()
-        closed: list[tuple[StreamKey, _Window]] = []
-        for frame in sorted(frames, key=lambda f: (f.device, f.source.value, f.ts_ns)):
-            _, done = self._accept(frame, BatchResult(), emit=False, replay=True)
-            if done is not None:
-                closed.append(done)
-        self._persist(BatchResult(), [], closed)
+        self._replay([(f, NO_ORIGIN) for f in frames])
         return len(frames)
 
     def recover(self) -> int:
-        """Forget everything held in memory and ``restore`` from the store.
+        """Forget the batch that failed, and rebuild the rest from the store and memory.
 
-        Called after a batch failed part-way, so that no half-applied state
-        (a stream stepped past frames that were never staged) survives it."""
+        Called after a batch failed part-way, so that no half-applied state (a
+        stream stepped past frames that were never written) survives it: the
+        streams resume from their checkpoints and the windows' frames of the
+        batches that completed are taken again. Returns the frames taken again."""
+        kept = self.windows.kept(drop_batch=self._batch if self._in_batch else None)
+        self._in_batch = False
         self._streams.clear()
-        self._windows.clear()
+        self.windows.clear()
         self._late.clear()
         self._newest_ns = 0
         self._newest_by_source.clear()
-        return self.restore()
+        return self.restore() + self._replay(kept)
+
+    def _replay(self, frames: list[tuple[Frame, Origin]]) -> int:
+        """Take frames again into their streams and windows; their events are not raised
+        (the store holds them)."""
+        frames.sort(key=lambda fo: (fo[0].device, fo[0].source.value, fo[0].ts_ns))
+        for frame, origin in frames:
+            self._accept(frame, origin, BatchResult())
+        return len(frames)
 
     def start(self) -> None:
-        """Restore staged state, join the group (BusError if unreachable) and run."""
+        """Restore the streams, join the group (BusError if unreachable) and run."""
         self.restore()
         consumer = self.bus.subscribe(self.topics, self.config.group)
         self._stop.clear()
@@ -187,6 +209,9 @@ class PipelineWorker:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop consuming; the loop writes every window held (open ones too: frames of
+        a later window replayed from the bus are merged into them), commits and leaves
+        the group."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
@@ -194,65 +219,49 @@ class PipelineWorker:
         if self.loop.liveness is not None:
             self.loop.liveness.forget(self.loop.name)
 
+    def assigned(self, owned: set[Partition]) -> None:
+        """The group moved partitions: forget the windows of those another member owns
+        now (it reads their frames again from the bus), so they are not written twice.
+        A member between two assignments (none yet) keeps what it holds."""
+        if owned:
+            self.windows.keep_only(owned)
+
     def process(self, messages: Sequence[Message]) -> BatchResult:
         """One batch (see the module docstring); durable when it returns."""
+        self._batch += 1
+        self._in_batch = True
         result = BatchResult()
-        paths = self._int_paths([m for m in messages if m.topic == self.topics[1]], result)
-        frames = self._decode([m for m in messages if m.topic != self.topics[1]], result)
-        frames.sort(key=lambda f: (f.device, f.source.value, f.ts_ns))
-        closed: list[tuple[StreamKey, _Window]] = []
-        accepted: list[Frame] = []
-        for frame in frames:
-            ok, done = self._accept(frame, result, emit=True)
-            if done is not None:
-                closed.append(done)
-            if ok:
-                accepted.append(frame)
-        closed.extend(self._quiet_windows())
+        def dead(msg: Message, reason: str, why: str) -> None:
+            self._dead(result, msg, reason, why)
+
+        def reject(reason: str, why: str, n: int) -> None:
+            self._reject(result, reason, why, n)
+
+        paths = int_path_records([m for m in messages if m.topic == self.topics[1]],
+                                 self.int_paths, dead, reject)
+        frames = frames_of([m for m in messages if m.topic != self.topics[1]],
+                           batch=self._batch, dead=dead, reject=reject,
+                           limit_ns=self.clock_ns() + round(self.config.max_future_s * 1e9))
+        frames.sort(key=lambda fo: (fo[0].device, fo[0].source.value, fo[0].ts_ns))
+        now = time.monotonic()
+        for frame, origin in frames:
+            self._accept(frame, origin, result, emit=True)
+            self._heard[frame.source.value] = now
+        self._quiet_windows()
         if paths:
             self.store.put_int_paths(paths)
-        self._persist(result, accepted, closed)
+        self._persist(result, budget_s=self.config.close_budget_s)
+        self._in_batch = False
         return result
-
-    def _int_paths(self, messages: Sequence[Message], result: BatchResult) -> list[IntPathRecord]:
-        out: list[IntPathRecord] = []
-        for msg in messages:
-            try:
-                records = self.int_paths.records(IntBatch.decode(msg.value))
-            except IntBatchError as exc:
-                self._dead(result, msg, "undecodable_int", str(exc))
-                continue
-            for record in records:
-                problem = store_problem(record)
-                if problem:
-                    self._reject(result, "unstorable_int_path", problem)
-                else:
-                    out.append(record)
-        return merge_int_paths(out)
-
-    def _decode(self, messages: Sequence[Message], result: BatchResult) -> list[Frame]:
-        limit = self.clock_ns() + round(self.config.max_future_s * 1e9)
-        out: list[Frame] = []
-        for msg in messages:
-            try:
-                frame = Frame.decode(msg.value)
-            except FrameError as exc:
-                self._dead(result, msg, "undecodable", str(exc))
-                continue
-            if frame.ts_ns > limit:
-                self._dead(result, msg, "future", f"frame of {frame.device} at {frame.ts_ns} "
-                           f"ns is {(frame.ts_ns - limit) / 1e9:.0f} s past the allowed clock "
-                           "skew")
-                continue
-            problem = store_problem(frame)
-            if problem:
-                self._dead(result, msg, "unstorable", problem)
-                continue
-            frame, dropped = admit_samples(frame)
-            for d in dropped:
-                self._reject(result, d.reason, d.detail, n=d.count)
-            out.append(frame)
-        return out
+    def idle(self) -> None:
+        """No record came: the open windows of sources silent for ``idle_close_s`` are
+        complete, and complete windows are written (within the batch budget)."""
+        now = time.monotonic()
+        silent = {src for src, t in self._heard.items() if now - t >= self.config.idle_close_s}
+        for key in [k for k in self.windows.open if k[1] in silent]:
+            self.windows.finish(key)
+        if self.windows.complete:
+            self._persist(BatchResult(), budget_s=self.config.close_budget_s)
 
     def _reject(self, result: BatchResult, reason: str, why: str, n: int = 1) -> None:
         result.reject(reason, n)
@@ -265,45 +274,44 @@ class PipelineWorker:
         self.metrics.rejected.labels(reason).inc()
         self.dead_letters.put(msg, reason, why)
 
-    def _accept(self, frame: Frame, result: BatchResult, *, emit: bool,
-                replay: bool = False) -> tuple[bool, tuple[StreamKey, _Window] | None]:
-        """Step the frame's stream and window it: was it new, and the window it closed.
+    def _accept(self, frame: Frame, origin: Origin, result: BatchResult, *,
+                emit: bool = False) -> None:
+        """Step the frame's stream (if it is newer) and put it in its window.
 
-        A frame newer than its stream is stepped and windowed. An older one is
-        late: it joins its window if that is open, or waits in ``_late`` for
-        ``correct_windows``; unless ``replay``, where it is a staged frame the
-        checkpoint already covers. A frame whose (device, source, ts_ns) is
-        held already is a duplicate.
+        A frame the stream has stepped past already is late: it joins its
+        window if that is held, or waits in ``_late`` for ``correct_windows``
+        if its window is written; a frame after the stream's last written
+        window that no window holds is one the bus delivers again after a
+        restart, and opens its window. A frame whose (device, source, ts_ns)
+        is held already is a duplicate.
         """
         key = (frame.device, frame.source.value)
         stream = self._streams.get(key)
         if stream is None:
             stream = self._streams[key] = SeriesStream(*key, self.rules)
         index = frame.ts_ns // self._kf_ns
-        window = self._windows.get(key)
-        if stream.last_ts_ns is not None and frame.ts_ns <= stream.last_ts_ns and not replay:
-            if window is not None and window.index == index:
-                if frame.ts_ns in window.ts_ns:
+        window = self.windows.open.get(key)
+        if stream.last_ts_ns is not None and frame.ts_ns <= stream.last_ts_ns:
+            held = self.windows.find(key, index)
+            if held is not None:
+                if frame.ts_ns in held.ts_ns:
                     self._duplicate(result)
-                    return False, None
-                window.add(frame)
-                result.late += 1
-                return True, None
-            self._late.append(frame)
-            return False, None
-        if stream.last_ts_ns is None or frame.ts_ns > stream.last_ts_ns:
+                else:
+                    held.add(frame, origin)
+                    result.late += 1
+                return
+            if frame.ts_ns < self.windows.written_before.get(key, 0) or (
+                    window is not None and index < window.index):
+                self._late.append(frame)
+                return
+        else:
             self._step(stream, frame, result, emit)
         self._newest_ns = max(self._newest_ns, frame.ts_ns)
         src = frame.source.value
         self._newest_by_source[src] = max(self._newest_by_source.get(src, 0), frame.ts_ns)
-        closed = None
-        if window is not None and window.index != index:
-            closed = (key, window)
-            window = None
-        if window is None:
-            window = self._windows[key] = _Window(index)
-        window.add(frame)
-        return True, closed
+        if window is None or window.index != index:
+            window = self.windows.start(key, index)
+        window.add(frame, origin)
 
     def _duplicate(self, result: BatchResult, n: int = 1) -> None:
         result.reject("duplicate", n)
@@ -321,63 +329,70 @@ class PipelineWorker:
             self._reject(result, "counter_backwards", f"{metric} of {entity} went down at "
                          f"{frame.ts_ns} ns without a reset of the device; rate left unknown")
 
-    def _quiet_windows(self) -> list[tuple[StreamKey, _Window]]:
+    def _quiet_windows(self) -> None:
+        """Windows whose source has moved ``close_grace_s`` past their end are complete."""
         grace = round(self.config.close_grace_s * 1e9)
-        quiet = [k for k, w in self._windows.items()
+        quiet = [k for k, w in self.windows.open.items()
                  if (w.index + 1) * self._kf_ns + grace <= self._newest_by_source.get(k[1], 0)]
-        return [(k, self._windows.pop(k)) for k in quiet]
+        for key in quiet:
+            self.windows.finish(key)
 
-    def _persist(self, result: BatchResult, accepted: list[Frame],
-                 closed: list[tuple[StreamKey, _Window]]) -> None:
+    def _persist(self, result: BatchResult, *, budget_s: float | None) -> None:
+        """Store and publish the events, write complete windows (for at most ``budget_s``
+        of CPU time, None: all) and correct written windows with late frames."""
         started = time.perf_counter()
         if result.events:
             events = [e for e in result.events if store_problem(e) is None]
             if len(events) < len(result.events):
                 self._reject(result, "unstorable_event", f"{len(result.events) - len(events)} "
                              "events too large for the store dropped")
-                result.events = events
+            result.events = self.store.put_new_events(events)
         if result.events:
-            self.store.put_events(result.events)
             publish_events(self.bus, result.events, source="pipeline",
                            prefix=self.config.prefix)
-        if accepted:
-            self.store.stage_frames(accepted)
-        for (device, source), window in closed:
-            t0 = window.index * self._kf_ns
-            frames = held_frames(self.store, device, source, t0, t0 + self._kf_ns)
-            frames.update((f.ts_ns, f) for f in window.frames)
-            segment = self._segment(device, source, list(frames.values()))
-            result.segments += self.store.close_window(
-                [segment], device=device, source=source, before_ts_ns=max(frames) + 1,
-                state=self._streams[(device, source)].snapshot(),
-                window=(t0, t0 + self._kf_ns))
+        self._write_complete(result, budget_s)
         if self._late:
             late, self._late = self._late, []
-            fixed = correct_windows(self.store, late, self._kf_ns, self._segment)
+            fixed = correct_windows(self.store, late, self._kf_ns, segment_of)
             result.late += fixed.stored
             result.segments += fixed.windows
             if fixed.duplicates:
                 self._duplicate(result, fixed.duplicates)
         self.metrics.observe(result, time.perf_counter() - started)
+        self.metrics.windows.labels("open").set(len(self.windows.open))
+        self.metrics.windows.labels("complete").set(len(self.windows.complete))
         for listener in self.on_batch:
             listener(result.events, self._newest_ns)
 
-    def _segment(self, device: str, source: str, frames: list[Frame]) -> SegmentRecord:
-        frames = sorted(frames, key=lambda f: f.ts_ns)
-        seqs = [f.seq for f in frames]
-        block = block_from_frames(frames)
-        bounds = gauge_bounds(block.metric)
-        payload = encode_block(block, bounds)
-        return SegmentRecord(
-            device=device, source=source, t_start_ns=int(block.ts_ns[0]),
-            t_end_ns=int(block.ts_ns[-1]), first_seq=min(seqs), last_seq=max(seqs),
-            n_points=len(block.ts_ns), n_series=len(block.entity), encoding=ENCODING,
-            max_error=float(bounds.max(initial=0.0)), payload=payload)
+    def _write_complete(self, result: BatchResult, budget_s: float | None) -> None:
+        """Encode complete windows, oldest first, until ``budget_s`` of this thread's CPU
+        time is spent (at least one), and write them in one transaction."""
+        started = time.thread_time()
+        done: list[tuple[Window, WindowClose]] = []
+        for window in list(self.windows.complete.values()):
+            if done and budget_s is not None and time.thread_time() - started >= budget_s:
+                break
+            device, source = window.key
+            t0 = window.index * self._kf_ns
+            # the store holds part of this window only if it was written before (a
+            # flush at a stop, another owner): never for a window after the last written
+            frames = held_frames(self.store, device, source, t0, t0 + self._kf_ns) \
+                if self.windows.written_before.get(window.key, 0) > t0 else {}
+            frames.update((f.ts_ns, f) for f in window.frames)
+            segment = segment_of(device, source, list(frames.values()))
+            done.append((window, WindowClose(
+                device, source, (t0, t0 + self._kf_ns), [segment], max(frames) + 1,
+                self._streams[window.key].snapshot())))
+        if not done:
+            return
+        result.segments += self.store.close_windows([c for _, c in done])
+        for window, close in done:
+            self.windows.written(window, close.before_ts_ns)
 
     def flush(self) -> int:
-        """Close every open window now (shutdown, tests); segments written."""
-        closed = list(self._windows.items())
-        self._windows.clear()
+        """Write every window held now, open ones too (shutdown, tests); segments written."""
+        for key in list(self.windows.open):
+            self.windows.finish(key)
         result = BatchResult()
-        self._persist(result, [], closed)
+        self._persist(result, budget_s=None)
         return result.segments

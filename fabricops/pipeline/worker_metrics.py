@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class _Batch(Protocol):
@@ -38,6 +38,11 @@ class WorkerMetrics:
                                 registry=registry)
         self.resets = Counter("fabricops_pipeline_device_resets",
                               "Device counter resets seen", registry=registry)
+        self.windows = Gauge("fabricops_pipeline_windows",
+                             "Windows held in memory: open, or complete and waiting to be "
+                             "written", ["state"], registry=registry)
+        for state in ("open", "complete"):
+            self.windows.labels(state)
         self.persist_s = Histogram("fabricops_pipeline_persist_seconds",
                                    "Time to make a batch durable", registry=registry)
 

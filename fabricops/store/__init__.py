@@ -1,8 +1,10 @@
 """The store: telemetry tables (SQLAlchemy 2, Alembic) in SQLite or PostgreSQL.
 
 Tables: ``series``, ``segments`` (compressed windows of frames), ``events``,
-``int_paths`` and ``staged_frames`` (frames of windows not yet closed, so a
-worker restart loses nothing). Every write is idempotent.
+``int_paths``, ``stream_states`` (each stream's checkpoint, saved with its
+written windows) and ``staged_frames`` (read once on start: earlier versions
+kept open windows there; the bus is now the recovery log). Every write is
+idempotent.
 """
 
 from fabricops.store.records import (

@@ -65,6 +65,20 @@ def insert_rows(conn: Connection, table: Table, rows: Sequence[Row], *,
     return sum(conn.execute(stmt, list(chunk)).rowcount for chunk in _chunks(rows))
 
 
+def insert_new(conn: Connection, table: Table, rows: Sequence[Row], *,
+               key: Sequence[str]) -> set[tuple[Any, ...]]:
+    """Insert ``rows`` as ``insert_rows`` does (duplicates skipped); returns the ``key``
+    of each row actually inserted (``RETURNING``: SQLite 3.35+, PostgreSQL)."""
+    if not rows:
+        return set()
+    name = conn.dialect.name
+    if name not in DIALECTS:
+        raise UnsupportedDialectError(f"dialect {name!r} is not supported (sqlite, postgresql)")
+    stmt = _on_conflict(_insert(name)(table), key, None, table) \
+        .returning(*(table.c[k] for k in key))
+    return {tuple(r) for chunk in _chunks(rows) for r in conn.execute(stmt, list(chunk))}
+
+
 def greater(a: ColumnElement[Any], b: ColumnElement[Any]) -> ColumnElement[Any]:
     """The larger of two non-null values, in SQL both SQLite and PostgreSQL accept."""
     return case((a >= b, a), else_=b)

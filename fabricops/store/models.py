@@ -143,7 +143,8 @@ class StagedFrameRow(Base):
 
 class StreamStateRow(Base):
     """The pipeline's checkpoint of one (device, source) stream, saved as a window
-    closes: it covers the frames before ``ts_ns``; later ones are still staged."""
+    is written: it covers the frames before ``ts_ns``; the bus delivers later ones
+    again after a restart."""
 
     __tablename__ = "stream_states"
     __table_args__ = (UniqueConstraint("device", "source"),)

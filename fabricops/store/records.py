@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final, Union
 
 from fabricops.core.records import Event
 
-if TYPE_CHECKING:  # frames are checked where they are staged; a listing needs no NumPy
+if TYPE_CHECKING:  # frames are checked where they are decoded; a listing needs no NumPy
     from fabricops.core.frame import Frame
 
 HOP_SEPARATOR: Final = ">"
@@ -55,6 +55,21 @@ class SegmentRecord:
     encoding: str
     max_error: float
     payload: bytes
+
+
+@dataclass(frozen=True)
+class WindowClose:
+    """One window of a (device, source) stream written as ``segments``: the segments
+    starting in ``window`` (t0_ns, t1_ns; None: none) are replaced, and ``state``,
+    if given, is saved as the stream's checkpoint at ``before_ts_ns`` (it covers
+    every frame before it)."""
+
+    device: str
+    source: str
+    window: tuple[int, int] | None
+    segments: Sequence[SegmentRecord]
+    before_ts_ns: int
+    state: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +176,7 @@ def store_problem(record: StoredRecord) -> str | None:
     Integers must fit their column (signed 64-bit; times, sequence numbers and
     counts from 0; ports and protocol 32-bit), text its length, without NUL
     characters (PostgreSQL refuses them), and ``max_error`` must be finite. A
-    frame (staged, and the source of series and events) also needs entity names
+    frame (the source of segments, series and events) also needs entity names
     that fit a name column. Pure and cheap: call it before writing.
     """
     cols, frame = _COLUMNS.get(type(record)), None

@@ -37,6 +37,7 @@ from fabricops.store.database import (
 )
 from fabricops.store.metrics import StoreMetrics
 from fabricops.store.models import (
+    EVENTS,
     SEGMENTS,
     STREAM_STATES,
     ActionLogRow,
@@ -51,7 +52,13 @@ from fabricops.store.models import (
     WebhookOutboxRow,
 )
 from fabricops.store.outbox import OutboxEntry, OutboxRow, OutboxState
-from fabricops.store.records import IntPathRecord, SegmentRecord, SeriesRecord, merge_int_paths
+from fabricops.store.records import (
+    IntPathRecord,
+    SegmentRecord,
+    SeriesRecord,
+    WindowClose,
+    merge_int_paths,
+)
 from fabricops.store.schema import SchemaVersionError, prepare, schema_errors
 
 if TYPE_CHECKING:
@@ -209,6 +216,15 @@ class Store:
         rows = [queries.event_row(e) for e in events]
         return self._put("put_events", EventRow.__tablename__, rows, EVENT_KEY)
 
+    def put_new_events(self, events: Sequence[Event]) -> list[Event]:
+        """``put_events``, returning the events that were not stored before (a replay
+        of the bus derives events again; only the new ones are published)."""
+        rows = [queries.event_row(e) for e in events]
+        new = self._transaction("put_events", lambda conn: bulk.insert_new(
+            conn, EVENTS, rows, key=EVENT_KEY))
+        self.metrics.written(EventRow.__tablename__, len(rows), len(new))
+        return [e for e in events if e.key in new]
+
     def events(self, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None = None,
                entities: Sequence[str] | None = None, metric: str | None = None,
                kind: EventKind | str | None = None, limit: int = 10_000) -> list[Event]:
@@ -268,43 +284,55 @@ class Store:
     def close_window(self, segments: Sequence[SegmentRecord], *, device: str, source: str,
                      before_ts_ns: int, state: bytes | None = None,
                      window: tuple[int, int] | None = None) -> int:
-        """In one transaction: drop the staged frames of (device, source) with ts_ns <
-        ``before_ts_ns`` (and >= the window's start, if ``window`` is given), replace the
-        segments that start in ``window`` (if given), store ``segments`` and, if given,
-        save ``state`` as the stream's checkpoint at ``before_ts_ns`` (an older one never
-        replaces a newer one). Returns segments inserted."""
-        rows = [queries.segment_row(r) for r in segments]
-        unstage = delete(StagedFrameRow).where(
-            StagedFrameRow.device == device, StagedFrameRow.source == str(source),
-            StagedFrameRow.ts_ns < before_ts_ns)
-        replaced = None
-        if window is not None:
-            unstage = unstage.where(StagedFrameRow.ts_ns >= window[0])
-            replaced = delete(SegmentRow).where(
-                SegmentRow.device == device, SegmentRow.source == str(source),
-                SegmentRow.t_start_ns >= window[0], SegmentRow.t_start_ns < window[1])
-        checkpoint = [] if state is None else [
-            {"device": device, "source": str(source), "ts_ns": before_ts_ns, "state": state}]
+        """``close_windows`` of one window. Returns segments inserted."""
+        return self._close("close_window", [WindowClose(
+            device, str(source), window, segments, before_ts_ns, state)])
+
+    def close_windows(self, closes: Sequence[WindowClose]) -> int:
+        """In one transaction, for each ``WindowClose``: replace the segments that start
+        in its window with its segments, drop the frames an older version staged for it
+        (ts_ns within the window and before ``before_ts_ns``) and save its checkpoint (an
+        older one never replaces a newer one). Returns segments inserted."""
+        return self._close("close_windows", closes)
+
+    def _close(self, op: str, closes: Sequence[WindowClose]) -> int:
+        rows = [queries.segment_row(r) for c in closes for r in c.segments]
+        checkpoints = [{"device": c.device, "source": c.source, "ts_ns": c.before_ts_ns,
+                        "state": c.state} for c in closes if c.state is not None]
 
         def work(conn: Connection) -> tuple[int, int]:
-            deleted = conn.execute(unstage).rowcount
-            if replaced is not None:
-                conn.execute(replaced)
+            deleted = 0
+            for c in closes:
+                unstage = delete(StagedFrameRow).where(
+                    StagedFrameRow.device == c.device, StagedFrameRow.source == c.source,
+                    StagedFrameRow.ts_ns < c.before_ts_ns)
+                if c.window is not None:
+                    unstage = unstage.where(StagedFrameRow.ts_ns >= c.window[0])
+                    conn.execute(delete(SegmentRow).where(
+                        SegmentRow.device == c.device, SegmentRow.source == c.source,
+                        SegmentRow.t_start_ns >= c.window[0],
+                        SegmentRow.t_start_ns < c.window[1]))
+                deleted += conn.execute(unstage).rowcount
             inserted = insert_rows(conn, SEGMENTS, rows, key=SEGMENT_KEY)
-            insert_rows(conn, STREAM_STATES, checkpoint, key=STREAM_KEY,
+            insert_rows(conn, STREAM_STATES, checkpoints, key=STREAM_KEY,
                         upsert=queries.CHECKPOINT_MERGE)
             return deleted, inserted
 
-        deleted, inserted = self._transaction("close_window", work)
+        deleted, inserted = self._transaction(op, work)
         self.metrics.rows_deleted.labels(StagedFrameRow.__tablename__).inc(deleted)
         self.metrics.written(SegmentRow.__tablename__, len(rows), inserted)
         return inserted
 
     def stream_states(self) -> dict[tuple[str, str], bytes]:
         """(device, source) -> the checkpoint ``close_window`` saved last."""
-        stmt = select(STREAM_STATES.c.device, STREAM_STATES.c.source, STREAM_STATES.c.state)
+        return {key: state for key, (_, state) in self.stream_checkpoints().items()}
+
+    def stream_checkpoints(self) -> dict[tuple[str, str], tuple[int, bytes]]:
+        """(device, source) -> (the time it covers frames before, the checkpoint)."""
+        stmt = select(STREAM_STATES.c.device, STREAM_STATES.c.source, STREAM_STATES.c.ts_ns,
+                      STREAM_STATES.c.state)
         rows = self._read("stream_states", lambda conn: conn.execute(stmt).all())
-        return {(device, source): bytes(state) for device, source, state in rows}
+        return {(device, source): (int(ts), bytes(state)) for device, source, ts, state in rows}
 
     def put_diagnoses(self, diagnoses: Sequence[Diagnosis]) -> int:
         """Store diagnosis revisions not stored yet (by ``id`` and ``ts_ns``)."""

@@ -4,6 +4,7 @@ transient failure retries the same batch; a loop that cannot go on says so."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
@@ -86,6 +87,43 @@ def test_a_poison_record_is_dead_lettered_and_every_good_record_is_handled() -> 
     # the batch was committed: a new member of the group starts after it
     bus.publish(TOPIC, b"k", [b"5"])
     assert [m.value for m in bus.subscribe([TOPIC], "g").poll(0.5)] == [b"5"]
+
+
+def test_a_handler_holding_records_keeps_them_uncommitted_until_it_drains() -> None:
+    bus = _bus()
+    bus.publish(TOPIC, b"k", [b"1", b"2", b"3"])
+    held: list[Message] = []
+    owned: list[set[tuple[str, int]]] = []
+    drained: list[int] = []
+
+    def hold() -> dict[tuple[str, int], int]:
+        return {(m.topic, m.partition): m.offset for m in held[:1]}
+
+    def drain() -> None:
+        drained.append(len(held))
+        held.clear()
+
+    loop = _loop(bus, held.extend, hold=hold, assigned=owned.append, drain=drain)
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while sum(bus.read_positions("g", TOPIC).values()) < 3:
+            assert time.monotonic() < deadline, "the loop did not read the records"
+            stop.wait(0.01)
+        while not bus.committed("g", TOPIC):  # until a commit with the hold in place
+            assert time.monotonic() < deadline, "the loop did not commit"
+            stop.wait(0.01)
+        [partition] = {p for p, off in bus.read_positions("g", TOPIC).items() if off}
+        assert bus.committed("g", TOPIC)[partition] == 0, "held from the first record"
+        assert owned, "the handler heard of its partitions"
+        assert (TOPIC, partition) in owned[0]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert drained == [3], "stopping let the handler make what it held durable"
+    assert bus.committed("g", TOPIC)[partition] == 3, "then committed everything"
 
 
 def test_a_transient_failure_retries_the_same_batch_and_sets_nothing_aside() -> None:

@@ -98,6 +98,22 @@ def test_close_without_commit_redelivers_to_the_next_member() -> None:
     assert drain(bus.subscribe([TOPIC], "g")) == []
 
 
+def test_a_held_commit_stops_at_the_hold_and_the_rest_comes_again() -> None:
+    bus = make(partitions=1)
+    bus.publish(TOPIC, b"k", [b"0", b"1", b"2", b"3"])
+    first = bus.subscribe([TOPIC], "g")
+    assert [m.value for m in drain(first)] == [b"0", b"1", b"2", b"3"]
+    first.commit({(TOPIC, 0): 2})  # offsets 2 and 3 are still needed
+    assert bus.committed("g", TOPIC) == {0: 2}
+    assert bus.read_positions("g", TOPIC) == {0: 4}, "read further than committed"
+    first.commit({(TOPIC, 0): 9})  # a hold past the position commits the position
+    assert bus.committed("g", TOPIC) == {0: 4}
+    first.commit({(TOPIC, 0): 1})
+    first.close()
+    second = bus.subscribe([TOPIC], "g")
+    assert [m.value for m in drain(second)] == [b"1", b"2", b"3"]
+
+
 def test_rebalance_moves_uncommitted_records_to_the_new_owner() -> None:
     bus = make(partitions=2)
     keys = [k for k in (f"d{i}".encode() for i in range(20)) if partition_for_key(k, 2) == 1]

@@ -213,3 +213,28 @@ def test_concurrent_publishers_all_acked(kafka_bus: KafkaBus, prefix: str) -> No
     acked = kafka_bus.registry.get_sample_value(
         "fabricops_kafkabus_acked_records_total", {"topic": topic})
     assert acked == 800
+
+
+def test_a_held_commit_stops_at_the_hold_on_the_broker(
+    kafka_bus: KafkaBus, kafka_broker: str, prefix: str
+) -> None:
+    from kafka import KafkaConsumer, TopicPartition
+
+    topic = topic_name(Topic.TELEMETRY, prefix)
+    group = f"{prefix}held"
+    member = kafka_bus.subscribe([topic], group)
+    poll_until([member], lambda _: bool(member.assignment()), 60)
+    BusFrameSink(kafka_bus, prefix).publish_frames([frame("leaf-0-0", s) for s in range(6)])
+    kafka_bus.drain(20)
+    [got] = poll_until([member], lambda r: len(r[0]) >= 6, 30)
+    part = (got[0].topic, got[0].partition)  # one device: one partition
+    probe = KafkaConsumer(bootstrap_servers=kafka_broker, group_id=group,
+                          enable_auto_commit=False)
+    try:
+        member.commit({part: got[3].offset})  # frames 3, 4, 5 are still held
+        assert probe.committed(TopicPartition(*part)) == got[3].offset
+        member.commit({})  # nothing held: everything polled
+        assert probe.committed(TopicPartition(*part)) == got[5].offset + 1
+    finally:
+        probe.close()
+        member.close()

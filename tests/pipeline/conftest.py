@@ -58,5 +58,5 @@ class Feed:
                 self.sent.extend(frames)
                 self.sink.publish_frames(frames)
             results.append(self.worker.process(self.consumer.poll(0.0, 1_000_000)))
-            self.consumer.commit()
+            self.consumer.commit(self.worker.windows.holds())
         return results

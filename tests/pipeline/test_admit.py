@@ -45,4 +45,4 @@ def test_a_frame_the_store_cannot_keep_is_dead_lettered_and_the_batch_goes_on(
                 bus.subscribe([topic_name(Topic.DEAD_LETTERS)], "r").poll(0.5)]
     assert (letter.reason, letter.offset) == ("unstorable", 0)
     assert "NUL" in letter.detail
-    assert [f.device for f in store.staged_frames()] == ["leaf-9"]
+    assert [f.device for f in worker.windows.frames()] == ["leaf-9"]

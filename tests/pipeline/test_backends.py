@@ -28,7 +28,8 @@ def _run(url: str) -> Store:
     sim.add_fault(FaultSpec(type="gray_loss", entity="agg-1-0:eth1~leaf-1-0:eth3",
                             start_s=200, duration_s=100, params={"loss_rate": 1e-3}))
     feed = Feed(sim, store)
-    feed.run(330, batch_ticks=30)  # the last window stays open: staged frames are read too
+    feed.run(330, batch_ticks=30)
+    feed.worker.flush()  # the last window was still open
     return store
 
 
@@ -40,7 +41,6 @@ def test_sqlite_and_postgresql_answer_every_query_alike(tmp_path: Path,
         assert lite.segments(**everything) == pg.segments(**everything)
         assert lite.events(**everything) == pg.events(**everything)
         assert len(lite.events(**everything)) > 0
-        assert lite.staged_frames() == pg.staged_frames()
         for entity, metric in QUERIED:
             for rate in (False, True) if metric.endswith(("octets", "}", "retransmits")) else (
                     False,):

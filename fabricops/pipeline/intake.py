@@ -1,0 +1,82 @@
+"""What a pipeline batch takes in: records decoded and checked, and windows encoded.
+
+Pure functions over bus records. A record that cannot be taken whole goes to
+``dead`` (the worker dead-letters and counts it) with a reason; a part of a
+good record that cannot be kept (unknown metrics, values out of range, an
+INT path too long for the store) goes to ``reject`` with a count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from fabricops.core.bus import Message
+from fabricops.core.frame import Frame, FrameError
+from fabricops.core.intreport import IntBatch, IntBatchError
+from fabricops.pipeline.admit import admit_samples
+from fabricops.pipeline.int_paths import IntPathBook
+from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
+from fabricops.pipeline.windows import Origin
+from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths, store_problem
+
+Dead = Callable[[Message, str, str], None]  # record, reason, why
+Reject = Callable[[str, str, int], None]  # reason, why, count
+
+
+def int_path_records(messages: Sequence[Message], book: IntPathBook, dead: Dead,
+                     reject: Reject) -> list[IntPathRecord]:
+    """The INT path records of ``messages`` (INT report batches), merged."""
+    out: list[IntPathRecord] = []
+    for msg in messages:
+        try:
+            records = book.records(IntBatch.decode(msg.value))
+        except IntBatchError as exc:
+            dead(msg, "undecodable_int", str(exc))
+            continue
+        for record in records:
+            problem = store_problem(record)
+            if problem:
+                reject("unstorable_int_path", problem, 1)
+            else:
+                out.append(record)
+    return merge_int_paths(out)
+
+
+def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: Dead,
+              reject: Reject) -> list[tuple[Frame, Origin]]:
+    """The frames of ``messages`` with their origins; frames stamped after ``limit_ns``
+    (past the allowed clock skew) or that the store cannot keep are dead."""
+    out: list[tuple[Frame, Origin]] = []
+    for msg in messages:
+        try:
+            frame = Frame.decode(msg.value)
+        except FrameError as exc:
+            dead(msg, "undecodable", str(exc))
+            continue
+        if frame.ts_ns > limit_ns:
+            dead(msg, "future", f"frame of {frame.device} at {frame.ts_ns} ns is "
+                 f"{(frame.ts_ns - limit_ns) / 1e9:.0f} s past the allowed clock skew")
+            continue
+        problem = store_problem(frame)
+        if problem:
+            dead(msg, "unstorable", problem)
+            continue
+        frame, dropped = admit_samples(frame)
+        for d in dropped:
+            reject(d.reason, d.detail, d.count)
+        out.append((frame, (batch, (msg.topic, msg.partition), msg.offset)))
+    return out
+
+
+def segment_of(device: str, source: str, frames: list[Frame]) -> SegmentRecord:
+    """One keyframe segment of a stream's frames (any order)."""
+    frames = sorted(frames, key=lambda f: f.ts_ns)
+    seqs = [f.seq for f in frames]
+    block = block_from_frames(frames)
+    bounds = gauge_bounds(block.metric)
+    payload = encode_block(block, bounds)
+    return SegmentRecord(
+        device=device, source=source, t_start_ns=int(block.ts_ns[0]),
+        t_end_ns=int(block.ts_ns[-1]), first_seq=min(seqs), last_seq=max(seqs),
+        n_points=len(block.ts_ns), n_series=len(block.entity), encoding=ENCODING,
+        max_error=float(bounds.max(initial=0.0)), payload=payload)
