@@ -1,4 +1,5 @@
-"""What a pipeline batch takes in: records decoded and checked, and windows encoded.
+"""What a pipeline batch takes in: records decoded and checked, windows encoded, and
+what the batch did (``BatchResult``).
 
 Pure functions over bus records. A record that cannot be taken whole goes to
 ``dead`` (the worker dead-letters and counts it) with a reason; a part of a
@@ -9,15 +10,36 @@ INT path too long for the store) goes to ``reject`` with a count.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 from fabricops.core.bus import Message
 from fabricops.core.frame import Frame, FrameError
 from fabricops.core.intreport import IntBatch, IntBatchError
+from fabricops.core.records import Event
 from fabricops.pipeline.admit import admit_samples
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
 from fabricops.pipeline.windows import Origin
 from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths, store_problem
+
+
+@dataclass
+class BatchResult:
+    """What one batch did (the counts also go to the worker's metrics)."""
+
+    frames: int = 0
+    late: int = 0
+    events: list[Event] = field(default_factory=list)
+    segments: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def n_events(self) -> int:
+        return len(self.events)
+
+    def reject(self, reason: str, n: int = 1) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + n
+
 
 Dead = Callable[[Message, str, str], None]  # record, reason, why
 Reject = Callable[[str, str, int], None]  # reason, why, count

@@ -17,7 +17,7 @@ its origin (the batch that brought it, and its partition and offset), so
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fabricops.core.frame import Frame
@@ -83,9 +83,10 @@ class WindowBook:
         window = self.open.pop(key)
         self.complete[(key, window.index)] = window
 
-    def next_complete(self) -> Window | None:
-        """The complete window waiting longest, if any."""
-        return next(iter(self.complete.values()), None)
+    def finish_where(self, done: Callable[[Window], bool]) -> None:
+        """Every open window for which ``done`` holds is complete."""
+        for key in [k for k, w in self.open.items() if done(w)]:
+            self.finish(key)
 
     def written(self, window: Window, before_ts_ns: int) -> None:
         """``window`` is in the store now; frames before ``before_ts_ns`` are too."""

@@ -40,7 +40,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
@@ -55,7 +54,7 @@ from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.records import Event
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
-from fabricops.pipeline.intake import frames_of, int_path_records, segment_of
+from fabricops.pipeline.intake import BatchResult, frames_of, int_path_records, segment_of
 from fabricops.pipeline.late import correct_windows, held_frames
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.windows import (
@@ -97,24 +96,6 @@ class PipelineConfig(BaseModel):
     give_up_after_s: float = Field(default=300.0, gt=0,
                                    description="No batch done for this long: the worker exits")
     events: EventConfig = EventConfig()
-
-
-@dataclass
-class BatchResult:
-    """What one batch did (the counts also go to the worker's metrics)."""
-
-    frames: int = 0
-    late: int = 0
-    events: list[Event] = field(default_factory=list)
-    segments: int = 0
-    rejected: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def n_events(self) -> int:
-        return len(self.events)
-
-    def reject(self, reason: str, n: int = 1) -> None:
-        self.rejected[reason] = self.rejected.get(reason, 0) + n
 
 
 class PipelineWorker:
@@ -168,12 +149,7 @@ class PipelineWorker:
         version staged in the store are taken back into their windows too.
         Returns the number of staged frames found.
         """
-        for key, (before_ns, state) in self.store.stream_checkpoints().items():
-            self._streams[key] = SeriesStream.resume(*key, self.rules, state)
-            self.windows.written_before[key] = before_ns
-        frames = self.store.staged_frames()
-        self._replay([(f, NO_ORIGIN) for f in frames])
-        return len(frames)
+        return self._resume(self.store.stream_checkpoints(), self.store.staged_frames())
 
     def recover(self) -> int:
         """Forget the batch that failed, and rebuild the rest from the store and memory.
@@ -181,7 +157,11 @@ class PipelineWorker:
         Called after a batch failed part-way, so that no half-applied state (a
         stream stepped past frames that were never written) survives it: the
         streams resume from their checkpoints and the windows' frames of the
-        batches that completed are taken again. Returns the frames taken again."""
+        batches that completed are taken again. If the store cannot be read,
+        nothing is changed (the call raises, and is made again). Returns the
+        frames taken again."""
+        checkpoints = self.store.stream_checkpoints()
+        staged = self.store.staged_frames()
         kept = self.windows.kept(drop_batch=self._batch if self._in_batch else None)
         self._in_batch = False
         self._streams.clear()
@@ -189,13 +169,19 @@ class PipelineWorker:
         self._late.clear()
         self._newest_ns = 0
         self._newest_by_source.clear()
-        return self.restore() + self._replay(kept)
+        return self._resume(checkpoints, staged) + self._replay(kept)
+
+    def _resume(self, checkpoints: dict[StreamKey, tuple[int, bytes]],
+                staged: list[Frame]) -> int:
+        for key, (before_ns, state) in checkpoints.items():
+            self._streams[key] = SeriesStream.resume(*key, self.rules, state)
+            self.windows.written_before[key] = before_ns
+        self._replay([(f, NO_ORIGIN) for f in staged])
+        return len(staged)
 
     def _replay(self, frames: list[tuple[Frame, Origin]]) -> int:
-        """Take frames again into their streams and windows; their events are not raised
-        (the store holds them)."""
-        frames.sort(key=lambda fo: (fo[0].device, fo[0].source.value, fo[0].ts_ns))
-        for frame, origin in frames:
+        """Take frames again into their streams and windows (no event: the store has them)."""
+        for frame, origin in sorted(frames, key=lambda fo: _order(fo[0])):
             self._accept(frame, origin, BatchResult())
         return len(frames)
 
@@ -242,7 +228,7 @@ class PipelineWorker:
         frames = frames_of([m for m in messages if m.topic != self.topics[1]],
                            batch=self._batch, dead=dead, reject=reject,
                            limit_ns=self.clock_ns() + round(self.config.max_future_s * 1e9))
-        frames.sort(key=lambda fo: (fo[0].device, fo[0].source.value, fo[0].ts_ns))
+        frames.sort(key=lambda fo: _order(fo[0]))
         now = time.monotonic()
         for frame, origin in frames:
             self._accept(frame, origin, result, emit=True)
@@ -253,13 +239,13 @@ class PipelineWorker:
         self._persist(result, budget_s=self.config.close_budget_s)
         self._in_batch = False
         return result
+
     def idle(self) -> None:
         """No record came: the open windows of sources silent for ``idle_close_s`` are
         complete, and complete windows are written (within the batch budget)."""
         now = time.monotonic()
         silent = {src for src, t in self._heard.items() if now - t >= self.config.idle_close_s}
-        for key in [k for k in self.windows.open if k[1] in silent]:
-            self.windows.finish(key)
+        self.windows.finish_where(lambda w: w.key[1] in silent)
         if self.windows.complete:
             self._persist(BatchResult(), budget_s=self.config.close_budget_s)
 
@@ -331,11 +317,9 @@ class PipelineWorker:
 
     def _quiet_windows(self) -> None:
         """Windows whose source has moved ``close_grace_s`` past their end are complete."""
+        end, newest = self._kf_ns, self._newest_by_source
         grace = round(self.config.close_grace_s * 1e9)
-        quiet = [k for k, w in self.windows.open.items()
-                 if (w.index + 1) * self._kf_ns + grace <= self._newest_by_source.get(k[1], 0)]
-        for key in quiet:
-            self.windows.finish(key)
+        self.windows.finish_where(lambda w: (w.index + 1) * end + grace <= newest.get(w.key[1], 0))
 
     def _persist(self, result: BatchResult, *, budget_s: float | None) -> None:
         """Store and publish the events, write complete windows (for at most ``budget_s``
@@ -374,10 +358,8 @@ class PipelineWorker:
                 break
             device, source = window.key
             t0 = window.index * self._kf_ns
-            # the store holds part of this window only if it was written before (a
-            # flush at a stop, another owner): never for a window after the last written
-            frames = held_frames(self.store, device, source, t0, t0 + self._kf_ns) \
-                if self.windows.written_before.get(window.key, 0) > t0 else {}
+            # what the store holds of it: written at a stop, or by another owner
+            frames = held_frames(self.store, device, source, t0, t0 + self._kf_ns)
             frames.update((f.ts_ns, f) for f in window.frames)
             segment = segment_of(device, source, list(frames.values()))
             done.append((window, WindowClose(
@@ -396,3 +378,7 @@ class PipelineWorker:
         result = BatchResult()
         self._persist(result, budget_s=None)
         return result.segments
+
+
+def _order(frame: Frame) -> tuple[str, str, int]:
+    return frame.device, frame.source.value, frame.ts_ns

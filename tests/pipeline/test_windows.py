@@ -120,3 +120,27 @@ def test_windows_completing_together_are_written_over_several_batches(store: Sto
     assert worker.metrics.windows.labels("complete")._value.get() == 3
     worker.flush()
     assert all(_stored(store, d) == [1, 2, 11, 12, 13] for d in devices)
+
+
+def test_a_recovery_that_cannot_read_the_store_changes_nothing(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    worker = _worker(store)
+    worker.process(_msgs("leaf-1", 1, 2, 3))
+
+    def down(*_: object) -> object:
+        raise StoreError("database restarting", transient=True)
+
+    monkeypatch.setattr(store, "close_windows", down)
+    with pytest.raises(StoreError):
+        worker.process(_msgs("leaf-1", 4, 11))
+    monkeypatch.setattr(store, "stream_checkpoints", down)
+    for _ in range(3):  # the consumer loop tries again while the database is away
+        with pytest.raises(StoreError):
+            worker.recover()
+        assert [f.seq for f in worker.windows.frames()] == [1, 2, 3, 4, 11]
+    monkeypatch.undo()
+    worker.recover()
+    assert [f.seq for f in worker.windows.frames()] == [1, 2, 3], "the failed batch is gone"
+    worker.process(_msgs("leaf-1", 4, 11))
+    worker.flush()
+    assert _stored(store, "leaf-1") == [1, 2, 3, 4, 11]
