@@ -86,9 +86,12 @@ def _lagged(base: U64, lag: int) -> U64:
 
 
 def _cost(e: U64) -> NDArray[np.int64]:
-    """Approximate coded size of each row: bit lengths of the zigzag residuals."""
-    bits = np.frexp(zigzag(e).astype(np.float64))[1]
-    return np.asarray(bits.sum(axis=1, dtype=np.int64) + np.count_nonzero(bits, axis=1))
+    """Approximate coded size of each series (the last axis): bit lengths of the
+    zigzag residuals (from the exponent of their float32 value, which may round one
+    bit up)."""
+    bits = (zigzag(e).astype(np.float32).view(np.int32) >> 23) - 126
+    np.maximum(bits, 0, out=bits)
+    return np.asarray(bits.sum(axis=-1, dtype=np.int64) + np.count_nonzero(bits, axis=-1))
 
 
 def rate_ratio(ts_ns: NDArray[np.int64]) -> F64:
@@ -150,16 +153,23 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
     modes = np.full(len(y), DOD_MODE, np.uint8)
     best = _lagged(d, 1)
     cost = _cost(best)
-    candidates = [(ORDER2 | lag, d) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
-    candidates += [(lag, y) for lag in range(1, min(MAX_LAG, n - 1) + 1)]
-    candidates += [(ORDER0, y)] if order0 else []
-    candidates += [(RATE_MODE, rate_residuals(d, ratio))] if ratio is not None else []
+    open_ = np.flatnonzero(cost > 0)  # a series without residuals cannot do better
+    if len(open_) == 0:
+        return modes, best
+    whole = len(open_) == len(y)
+    sub_y, sub_d = (y, d) if whole else (y[open_], d[open_])
+    sub_modes, sub_best, sub_cost = modes[open_], best[open_], cost[open_]
+    candidates = [(ORDER2 | lag, sub_d) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
+    candidates += [(lag, sub_y) for lag in range(1, min(MAX_LAG, n - 1) + 1)]
+    candidates += [(ORDER0, sub_y)] if order0 else []
+    candidates += [(RATE_MODE, rate_residuals(sub_d, ratio))] if ratio is not None else []
     for mode, base in candidates:
         e = base if mode in (ORDER0, RATE_MODE) else _lagged(base, mode & _LAG_MASK)
         c = _cost(e)
-        better = c < cost
+        better = c < sub_cost
         if better.any():
-            modes[better], cost[better], best[better] = mode, c[better], e[better]
+            sub_modes[better], sub_cost[better], sub_best[better] = mode, c[better], e[better]
+    modes[open_], best[open_] = sub_modes, sub_best
     return modes, best
 
 
