@@ -98,6 +98,20 @@ class Frame:
             view.flags.writeable = False
             put(self, name, view)
 
+    @classmethod
+    def trusted(cls, device: str, ts_ns: int, source: Source, seq: int,
+                entities: tuple[str, ...], entity_idx: NDArray[np.uint32],
+                metric: NDArray[np.uint16], raw: NDArray[np.uint64]) -> Frame:
+        """A frame from parts its maker has checked already, without the checks: for a
+        maker that emits the same layout every tick and checked it once with ``Frame``
+        (the twin). The arrays must be read-only, of the frame's dtypes, and ``raw`` as
+        long as ``entity_idx``; ``ts_ns`` and ``seq`` within what ``decode`` accepts."""
+        frame = object.__new__(cls)
+        frame.__dict__.update(device=device, ts_ns=ts_ns, source=source, seq=seq,
+                              entities=entities, entity_idx=entity_idx, metric=metric,
+                              raw=raw)
+        return frame
+
     @property
     def n_samples(self) -> int:
         return len(self.raw)

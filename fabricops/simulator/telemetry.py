@@ -108,11 +108,14 @@ class Telemetry:
             ports = self.fabric.node_ports(node)
             ids = both if self.fabric.node_is_host[node] else port_ids
             n = len(ports)
-            layout.append((
-                self.fabric.port_ids[ports.start:ports.stop],
-                np.repeat(np.arange(n, dtype=np.uint32), len(ids)),
-                np.tile(ids, n),
-            ))
+            entities = self.fabric.port_ids[ports.start:ports.stop]
+            idx = np.repeat(np.arange(n, dtype=np.uint32), len(ids))
+            metric = np.tile(ids, n)
+            idx.flags.writeable = metric.flags.writeable = False
+            # checked once here: every tick's frame of the node has this layout
+            Frame(self.fabric.node_ids[node], 0, Source.SIM, 0, entities, idx, metric,
+                  np.zeros(len(idx), np.uint64))
+            layout.append((entities, idx, metric))
         return layout
 
     def port_matrix(self) -> U64:
@@ -141,22 +144,20 @@ class Telemetry:
         fab = self.fabric
         pm = self.port_matrix()
         hosts = np.hstack((pm[fab.nic_ports], self.nic_matrix()))
+        pm.flags.writeable = hosts.flags.writeable = False  # frames hold views of them
         seqs = self._seq.tolist()
+        with_silent = set(fab.port_node[self.silent].tolist())
         out = []
         for node in np.flatnonzero(reporting).tolist():
             start, stop, nic_start = self._bounds[node]
             entities, idx, metric = self._layout[node]
             block = pm[start:stop] if nic_start < 0 else hosts[nic_start:nic_start + stop - start]
-            quiet = self.silent[start:stop]
-            if quiet.any():
+            if node in with_silent:
                 out.extend(_without(fab.node_ids[node], ts_ns, seqs[node], entities, block,
-                                    metric, ~quiet))
+                                    metric, ~self.silent[start:stop]))
                 continue
-            out.append(Frame(
-                device=fab.node_ids[node], ts_ns=ts_ns, source=Source.SIM,
-                seq=seqs[node], entities=entities, entity_idx=idx, metric=metric,
-                raw=block.reshape(-1),
-            ))
+            out.append(Frame.trusted(fab.node_ids[node], ts_ns, Source.SIM, seqs[node],
+                                     entities, idx, metric, block.reshape(-1)))
         return out
 
 

@@ -34,6 +34,25 @@ def test_frames_carry_every_port_and_nic_metric(streaming: Make) -> None:
     assert leaf.ts_ns == sim.config.start_time_ns + 1_000_000_000
 
 
+def test_frames_built_unchecked_are_valid_read_only_and_keep_their_values(
+        streaming: Make) -> None:
+    from fabricops.core.frame import Frame
+
+    sim = streaming()
+    sim.step()
+    first = sim.frames()
+    kept = [f.raw.copy() for f in first]
+    for frame in first:  # each as the checked constructor and the bus would take it
+        again = Frame(frame.device, frame.ts_ns, frame.source, frame.seq, frame.entities,
+                      frame.entity_idx, frame.metric, frame.raw)
+        assert Frame.decode(frame.encode()) == again == frame
+        with pytest.raises(ValueError, match="read-only"):
+            frame.raw[0] = 1
+    sim.step()
+    sim.frames()  # the next tick's frames do not change the earlier ones
+    assert all((f.raw == k).all() for f, k in zip(first, kept, strict=True))
+
+
 def test_frame_sequence_numbers_advance_per_device(streaming: Make) -> None:
     sim = streaming()
     seqs = []
