@@ -90,6 +90,7 @@ def main() -> None:
         consumer = bus.subscribe([topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)], config.group)
         cpu, longest, batches, segments = 0.0, 0.0, 0, 0
         worst = (0.0, 0, 0, 0)  # CPU-s, frames, events, segments of the longest batch
+        held = 0  # the most bytes of sample arrays held in windows
         w0 = written()
         while True:
             messages = consumer.poll(0.0, args.batch)
@@ -100,6 +101,9 @@ def main() -> None:
             consumer.commit()
             spent = time.process_time() - t
             cpu += spent
+            if batches % 10 == 0:  # outside the timed part: what the windows hold
+                held = max(held, sum(f.raw.nbytes + f.entity_idx.nbytes + f.metric.nbytes
+                                     for w in worker.windows.all() for f in w.frames))
             if spent > longest:
                 longest = spent
                 worst = (spent, result.frames, result.n_events, result.segments)
@@ -114,7 +118,8 @@ def main() -> None:
     total = cpu + flush_cpu
     print(f"samples {samples:,} in {batches:,} batches; worker CPU {total:.2f} s = "
           f"{samples / total / 1e6:.2f} M samples per CPU-second")
-    print(f"final flush {flush_cpu:.2f} CPU-s ({final:,} segments of windows still held)")
+    print(f"final flush {flush_cpu:.2f} CPU-s ({final:,} segments of windows still held); "
+          f"windows held at most {held / 1e9:.2f} GB of sample arrays")
     print(f"written {wrote / samples:.2f} B/sample ({wrote / 1e6:,.0f} MB); database on disk "
           f"at the end {db / samples:.2f} B/sample; {segments + final:,} segments")
     print(f"longest batch {longest:.2f} CPU-s ({worst[1]:,} frames, {worst[2]:,} events, "
