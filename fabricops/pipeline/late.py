@@ -58,11 +58,11 @@ def held_frames(store: Store, device: str, source: str, t0_ns: int,
     """What the store holds of one stream's window [t0_ns, t1_ns): the frames of the
     segments that start in it, by ts_ns (a segment's first)."""
     held: dict[int, Frame] = {}
-    for seg in store.segments(t0_ns=t0_ns, t1_ns=t1_ns - 1, devices=[device], source=source):
-        if t0_ns <= seg.t_start_ns < t1_ns:
-            for f in frames_of_block(decode_block(seg.payload), device, Source(source),
-                                     [seg.first_seq] * seg.n_points):
-                held.setdefault(f.ts_ns, f)
+    for seg in store.segments_starting(device=device, source=source, t0_ns=t0_ns,
+                                       t1_ns=t1_ns):
+        for f in frames_of_block(decode_block(seg.payload), device, Source(source),
+                                 [seg.first_seq] * seg.n_points):
+            held.setdefault(f.ts_ns, f)
     return held
 
 

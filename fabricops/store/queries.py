@@ -65,6 +65,15 @@ def segments(dialect: str, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | N
                                      SegmentRow.t_start_ns, SegmentRow.first_seq))
 
 
+def segments_starting(dialect: str, *, device: str, source: str, t0_ns: int,
+                      t1_ns: int) -> Select[Any]:
+    """One stream's segments with t0_ns <= t_start_ns < t1_ns (an index range scan)."""
+    stmt = select(SEGMENTS).where(
+        SegmentRow.device == device, SegmentRow.source == str(source),
+        SegmentRow.t_start_ns >= t0_ns, SegmentRow.t_start_ns < t1_ns)
+    return stmt.order_by(*ordered_by(dialect, SegmentRow.t_start_ns, SegmentRow.first_seq))
+
+
 def events(dialect: str, *, t0_ns: int, t1_ns: int, devices: Sequence[str] | None,
            entities: Sequence[str] | None, metric: str | None, kind: EventKind | str | None,
            limit: int) -> Select[Any]:

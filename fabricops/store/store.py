@@ -11,47 +11,32 @@ be called from several threads (one engine, a pool of connections).
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from sqlalchemy import Connection, Engine, Row, Select, Table, delete, func, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, Table, delete, func, select
 
-from fabricops.core.actions import Action, ActionState
-from fabricops.core.records import Diagnosis, Event, EventKind
-from fabricops.store import actions as action_tables
+from fabricops.core.records import Event, EventKind
 from fabricops.store import bulk, queries
-from fabricops.store import outbox as outbox_tables
-from fabricops.store.bulk import UnsupportedDialectError, insert_rows
-from fabricops.store.database import (
-    DatabaseUrlError,
-    build_engine,
-    describe_error,
-    display_url,
-    is_unavailable,
-    parse_url,
+from fabricops.store.base import (
+    ActionConflict,
+    ActionNotFound,
+    StoreConfig,
+    StoreError,
 )
-from fabricops.store.metrics import StoreMetrics
+from fabricops.store.bulk import insert_rows
 from fabricops.store.models import (
     EVENTS,
     SEGMENTS,
     STREAM_STATES,
-    ActionLogRow,
-    ActionRow,
-    Base,
-    DiagnosisRow,
     EventRow,
     IntPathRow,
     SegmentRow,
     SeriesRow,
     StagedFrameRow,
-    WebhookOutboxRow,
 )
-from fabricops.store.outbox import OutboxEntry, OutboxRow, OutboxState
+from fabricops.store.operations import OperationsStore
 from fabricops.store.records import (
     IntPathRecord,
     SegmentRecord,
@@ -59,12 +44,11 @@ from fabricops.store.records import (
     WindowClose,
     merge_int_paths,
 )
-from fabricops.store.schema import SchemaVersionError, prepare, schema_errors
 
 if TYPE_CHECKING:
     from fabricops.core.frame import Frame
 
-T = TypeVar("T")
+
 _log = logging.getLogger(__name__)
 
 SERIES_KEY = ("entity", "metric")
@@ -73,8 +57,6 @@ EVENT_KEY = ("ts_ns", "entity", "metric", "kind")
 INT_PATH_KEY = ("src_ip", "dst_ip", "sport", "dport", "proto", "path")
 STAGED_KEY = ("device", "source", "ts_ns")
 STREAM_KEY = ("device", "source")
-DIAGNOSIS_KEY = ("diagnosis_id", "ts_ns")
-_FAILURES = (SQLAlchemyError, UnsupportedDialectError, OverflowError)
 
 
 def _replace_build(excluded: Any, table: Table) -> tuple[dict[str, Any], Any]:
@@ -83,87 +65,11 @@ def _replace_build(excluded: Any, table: Table) -> tuple[dict[str, Any], Any]:
 
 
 _REPLACE = bulk.Upsert(_replace_build)
+__all__ = ["ActionConflict", "ActionNotFound", "Store", "StoreConfig", "StoreError"]
 
 
-def _start_failures() -> tuple[type[Exception], ...]:
-    """What ``start`` turns into StoreError, looked up when a start fails."""
-    return (*_FAILURES, *schema_errors())
-
-
-class StoreConfig(BaseModel):
-    """Where the store is and how long it keeps telemetry."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    url: str = Field(default="sqlite:///fabricops.db", min_length=1,
-                     description="SQLAlchemy URL; postgresql:// uses psycopg 3")
-    migrate_on_start: bool = Field(
-        default=True, description="Upgrade the schema on start; else require it at head")
-    retention_s: float = Field(default=7 * 86400, gt=0,
-                               description="prune() deletes telemetry older than this")
-    timeout_s: float = Field(default=5.0, gt=0, le=300,
-                             description="PostgreSQL connect timeout; SQLite lock wait")
-
-
-class StoreError(RuntimeError):
-    """A store operation failed; the message names the database and the cause.
-
-    ``transient`` is True when the database could not be reached or was busy
-    (waiting and retrying the same write may succeed), False when the data or
-    the request is at fault (retrying cannot help)."""
-
-    def __init__(self, message: str, *, transient: bool = False) -> None:
-        super().__init__(message)
-        self.transient = transient
-
-
-class ActionConflict(StoreError):  # noqa: N818  (the name other modules use)
-    """An action write lost a race or asked for a move its state does not allow; the
-    message names the action, its current state and what was asked."""
-
-
-class ActionNotFound(StoreError, LookupError):  # noqa: N818  (the name other modules use)
-    """No action has the id asked for; the message names it."""
-
-
-class Store:
+class Store(OperationsStore):
     """Telemetry tables behind one engine; see the module docstring."""
-
-    def __init__(self, config: StoreConfig, registry: CollectorRegistry | None = None) -> None:
-        self.config = config
-        self.registry = registry if registry is not None else CollectorRegistry()
-        self.metrics = StoreMetrics(self.registry)
-        self.url = display_url(config.url)
-        self._engine: Engine | None = None
-
-    @property
-    def engine(self) -> Engine | None:
-        """The SQLAlchemy engine while started (for read-only statistics), else None."""
-        return self._engine
-
-    def start(self) -> None:
-        """Connect, then migrate to head (or check the schema is at head)."""
-        if self._engine is not None:
-            return
-        try:
-            engine = build_engine(parse_url(self.config.url), timeout_s=self.config.timeout_s)
-        except DatabaseUrlError as exc:
-            self.metrics.errors.labels("start").inc()
-            raise StoreError(f"database {self.url}: {exc}") from exc
-        try:
-            prepare(engine, migrate=self.config.migrate_on_start)
-        except _start_failures() as exc:
-            engine.dispose()
-            self.metrics.errors.labels("start").inc()
-            cause = str(exc) if isinstance(exc, SchemaVersionError) else describe_error(exc)
-            raise StoreError(f"database {self.url}: {cause}") from exc
-        self._engine = engine
-
-    def stop(self) -> None:
-        """Close every pooled connection; the store may be started again."""
-        if self._engine is not None:
-            self._engine.dispose()
-            self._engine = None
 
     def put_series(self, records: Iterable[SeriesRecord]) -> int:
         """Record series not seen before (by entity and metric); returns how many."""
@@ -194,6 +100,14 @@ class Store:
         """Segments overlapping [t0_ns, t1_ns], by device, source, t_start_ns, first_seq."""
         rows = self._query("segments", partial(queries.segments, t0_ns=t0_ns, t1_ns=t1_ns,
                                                devices=devices, source=source))
+        return [queries.segment_record(r) for r in rows]
+
+    def segments_starting(self, *, device: str, source: str, t0_ns: int,
+                          t1_ns: int) -> list[SegmentRecord]:
+        """The segments of (device, source) that start in [t0_ns, t1_ns), by t_start_ns
+        and first_seq: what the store holds of one window, however long its history."""
+        rows = self._query("segments", partial(queries.segments_starting, device=device,
+                                               source=source, t0_ns=t0_ns, t1_ns=t1_ns))
         return [queries.segment_record(r) for r in rows]
 
     def segment_watermarks(self) -> dict[tuple[str, str], int]:
@@ -333,127 +247,6 @@ class Store:
                       STREAM_STATES.c.state)
         rows = self._read("stream_states", lambda conn: conn.execute(stmt).all())
         return {(device, source): (int(ts), bytes(state)) for device, source, ts, state in rows}
-
-    def put_diagnoses(self, diagnoses: Sequence[Diagnosis]) -> int:
-        """Store diagnosis revisions not stored yet (by ``id`` and ``ts_ns``)."""
-        rows = [queries.diagnosis_row(d) for d in diagnoses]
-        return self._put("put_diagnoses", DiagnosisRow.__tablename__, rows, DIAGNOSIS_KEY)
-
-    def diagnoses(self, *, t0_ns: int, t1_ns: int, root: str | None = None,
-                  diagnosis_id: str | None = None, limit: int | None = None) -> list[Diagnosis]:
-        """Revisions with t0_ns <= ts_ns <= t1_ns (of ``root`` and/or incident
-        ``diagnosis_id`` if given), the first ``limit`` (all if None) by ts_ns, id."""
-        rows = self._query("diagnoses", partial(
-            queries.diagnoses, t0_ns=t0_ns, t1_ns=t1_ns, root=root, diagnosis_id=diagnosis_id,
-            limit=limit))
-        return self._decode_diagnoses("diagnoses", rows)
-
-    def latest_diagnoses(self, limit: int = 20) -> list[Diagnosis]:
-        """The newest revision of each of the ``limit`` incidents revised last, newest
-        first."""
-        rows = self._query("latest_diagnoses", partial(queries.latest_diagnoses, limit=limit))
-        return self._decode_diagnoses("latest_diagnoses", rows)
-
-    def put_action(self, action: Action, *, prior: Action | None = None) -> Action:
-        """Store a proposed action (``prior`` None) or the next version of one, and its
-        new audit entries; returns the action as stored.
-
-        Without ``prior`` a stored action with the same id is kept and returned (a
-        repeated proposal). With ``prior``, the version ``action`` was made from, the
-        write happens only if the stored audit trail still has ``len(prior.audit)``
-        entries and ``action``'s begins with them, else ActionConflict (ActionNotFound if
-        nothing is stored)."""
-        return self._write_action("put_action", action.id, partial(
-            action_tables.put, action=action, prior=prior))
-
-    def transition_action(self, action_id: str, *, to: ActionState | None, actor: str,
-                          note: str = "", ts_ns: int, request: str | None = None) -> Action:
-        """Move the stored action to ``to`` (None: keep its state) with an audit entry, in
-        one transaction that locks the row; ``request`` replaces its request if given.
-        ActionConflict if TRANSITIONS forbids the move, ActionNotFound if no action has
-        that id. Returns the action as stored."""
-        return self._write_action("transition_action", action_id, partial(
-            action_tables.move, action_id=action_id, to=to, actor=actor, note=note,
-            ts_ns=ts_ns, request=request))
-
-    def action(self, action_id: str) -> Action | None:
-        """The action with that id, None if there is none."""
-        found = self._read_actions("action", partial(queries.action, action_id=action_id))
-        return found[0] if found else None
-
-    def actions(self, *, state: ActionState | None = None, diagnosis_id: str | None = None,
-                limit: int = 50) -> list[Action]:
-        """The ``limit`` actions changed last (in ``state`` / for incident ``diagnosis_id``
-        if given), newest ``ts_ns`` first."""
-        return self._read_actions("actions", partial(
-            queries.actions, state=state, diagnosis_id=diagnosis_id, limit=limit))
-
-    def pending_actions(self) -> list[Action]:
-        """What the remediation service must act on: approved actions and actions with a
-        request (a rollback), oldest change first."""
-        return self._read_actions("pending_actions", queries.pending_actions)
-
-    def enqueue_alerts(self, entries: Sequence[OutboxEntry], *, now_ns: int) -> int:
-        """Add alerts to the webhook outbox, due at ``now_ns``; an entry whose (receiver,
-        event_key) is stored already is skipped. Returns how many were new."""
-        changed = self._transaction("enqueue_alerts", partial(
-            outbox_tables.enqueue, entries=entries, now_ns=now_ns))
-        self.metrics.written(WebhookOutboxRow.__tablename__, len(entries), changed)
-        return changed
-
-    def due_alerts(self, receiver: str, *, now_ns: int, lease_s: float,
-                   limit: int = 20) -> list[OutboxRow]:
-        """Claim up to ``limit`` of ``receiver``'s oldest pending alerts if due at
-        ``now_ns``, oldest first, for ``lease_s`` (see :mod:`fabricops.store.outbox`);
-        [] if the oldest is not due or another sender claimed them first."""
-        try:
-            return self._transaction("due_alerts", partial(
-                outbox_tables.claim, receiver=receiver, now_ns=now_ns,
-                lease_ns=round(lease_s * 1e9), limit=limit))
-        except outbox_tables.ClaimLostError:
-            return []
-
-    def mark_alert_delivered(self, row_id: int, *, now_ns: int) -> bool:
-        """The receiver accepted alert ``row_id``; False if it was not pending."""
-        return self._transaction("mark_alert_delivered", partial(
-            outbox_tables.mark_delivered, row_id=row_id, now_ns=now_ns))
-
-    def retry_alert(self, row_id: int, *, next_attempt_ns: int, error: str) -> bool:
-        """An attempt at alert ``row_id`` failed with ``error``: count it, keep the cause,
-        try again at ``next_attempt_ns``. False if it was not pending."""
-        return self._transaction("retry_alert", partial(
-            outbox_tables.reschedule, row_id=row_id, next_attempt_ns=next_attempt_ns,
-            error=error))
-
-    def mark_alert_dead(self, row_id: int, *, now_ns: int, error: str) -> bool:
-        """An attempt at alert ``row_id`` failed with ``error`` and it is given up (kept,
-        with the cause). False if it was not pending."""
-        return self._transaction("mark_alert_dead", partial(
-            outbox_tables.mark_dead, row_id=row_id, now_ns=now_ns, error=error))
-
-    def release_alerts(self, row_ids: Sequence[int], *, now_ns: int) -> int:
-        """Claimed alerts that were not tried are due again at ``now_ns``."""
-        return self._transaction("release_alerts", partial(
-            outbox_tables.release, row_ids=row_ids, now_ns=now_ns))
-
-    def pending_alerts(self) -> dict[str, int]:
-        """Receiver -> alerts pending in the outbox (receivers with none are absent)."""
-        return self._read("pending_alerts", outbox_tables.pending_counts)
-
-    def alerts(self, *, receiver: str | None = None, state: OutboxState | None = None,
-               limit: int = 1000) -> list[OutboxRow]:
-        """The first ``limit`` outbox rows (of ``receiver`` / in ``state`` if given), oldest
-        first."""
-        return self._read("alerts", partial(outbox_tables.rows, receiver=receiver,
-                                            state=state, limit=limit))
-
-    def prune_alerts(self, *, before_ns: int) -> int:
-        """Delete alerts delivered before ``before_ns`` (pending and dead ones stay)."""
-        deleted = self._transaction("prune_alerts", partial(
-            outbox_tables.prune, before_ns=before_ns))
-        self.metrics.rows_deleted.labels(WebhookOutboxRow.__tablename__).inc(deleted)
-        return deleted
-
     def prune(self, *, now_ns: int) -> int:
         """Delete telemetry older than ``retention_s`` before ``now_ns``: segments and
         INT paths that ended, events, staged frames and diagnosis revisions stamped,
@@ -468,84 +261,3 @@ class Store:
         for table, n in deleted.items():
             self.metrics.rows_deleted.labels(table).inc(n)
         return sum(deleted.values())
-
-    def _decode_diagnoses(self, op: str, rows: Sequence[Row[Any]]) -> list[Diagnosis]:
-        """The rows' diagnoses; a body that no longer decodes is skipped, counted, logged."""
-        decoded = []
-        for row in rows:
-            try:
-                decoded.append(Diagnosis.decode(bytes(row.body)))
-            except ValidationError as exc:
-                self.metrics.errors.labels(f"{op}_decode").inc()
-                _log.warning("database %s: diagnosis %s at %d skipped: %s",
-                             self.url, row.diagnosis_id, row.ts_ns, exc)
-        return decoded
-
-    def _write_action(self, op: str, action_id: str,
-                      work: Callable[[Connection], action_tables.Outcome]) -> Action:
-        """Run an action write; its refusal raised, its rows counted."""
-        try:
-            outcome = self._transaction(op, work)
-        except action_tables.BodyDecodeError as exc:
-            self.metrics.errors.labels(f"{op}_decode").inc()
-            raise StoreError(f"{op} on database {self.url}: {exc}") from exc
-        if outcome.action is None:
-            self.metrics.errors.labels(f"{op}_not_found").inc()
-            raise ActionNotFound(f"{op} on database {self.url}: no action has id {action_id!r}")
-        if outcome.refused:
-            self.metrics.errors.labels(f"{op}_conflict").inc()
-            raise ActionConflict(f"{op} on database {self.url}: {outcome.refused}")
-        self.metrics.written(ActionRow.__tablename__, 1, outcome.written)
-        self.metrics.written(ActionLogRow.__tablename__, outcome.logged, outcome.logged)
-        return outcome.action
-
-    def _read_actions(self, op: str, build: Callable[[str], Select[Any]]) -> list[Action]:
-        """The actions of the rows ``build`` selects; a body that no longer decodes is
-        skipped, counted, logged."""
-        found, broken = action_tables.decode(self._query(op, build))
-        for action_id, cause in broken:
-            self.metrics.errors.labels(f"{op}_decode").inc()
-            _log.warning("database %s: action %s skipped: %s", self.url, action_id, cause)
-        return found
-
-    def _put(self, op: str, table: str, rows: Sequence[Mapping[str, object]],
-             key: Sequence[str], *,
-             offered: int | None = None, upsert: bulk.Upsert | None = None) -> int:
-        target = Base.metadata.tables[table]
-        changed = self._transaction(
-            op, lambda conn: insert_rows(conn, target, rows, key=key, upsert=upsert))
-        self.metrics.written(table, len(rows) if offered is None else offered, changed)
-        return changed
-
-    def _transaction(self, op: str, work: Callable[[Connection], T]) -> T:
-        engine = self._running(op)
-        started = time.perf_counter()
-        try:
-            with engine.begin() as conn:
-                result = work(conn)
-        except _FAILURES as exc:
-            self.metrics.errors.labels(op).inc()
-            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}",
-                             transient=is_unavailable(exc)) from exc
-        self.metrics.write_seconds.labels(op).observe(time.perf_counter() - started)
-        return result
-
-    def _query(self, op: str, build: Callable[[str], Select[Any]]) -> Sequence[Row[Any]]:
-        """Rows of the statement ``build`` makes for the database's dialect name."""
-        return self._read(op, lambda conn: conn.execute(build(conn.dialect.name)).all())
-
-    def _read(self, op: str, work: Callable[[Connection], T]) -> T:
-        engine = self._running(op)
-        try:
-            with engine.connect() as conn:
-                return work(conn)
-        except _FAILURES as exc:
-            self.metrics.errors.labels(op).inc()
-            raise StoreError(f"{op} on database {self.url}: {describe_error(exc)}",
-                             transient=is_unavailable(exc)) from exc
-
-    def _running(self, op: str) -> Engine:
-        if self._engine is None:
-            raise StoreError(f"{op} on database {self.url}: the store is not started",
-                             transient=True)
-        return self._engine
