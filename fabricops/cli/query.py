@@ -123,7 +123,11 @@ def latest_values(entities: Annotated[list[str], typer.Argument(help="Ports or N
                   db: Db = DEFAULT_DB, lookback: Annotated[str, typer.Option(
                       help="How far back from the newest data to look")] = "10m",
                   as_json: AsJson = False) -> None:
-    """The newest value of each metric on each entity."""
+    """The newest value stored of each metric on each entity.
+
+    The store holds written windows: values trail live telemetry by up to a
+    window and a half (90 s at the default 60 s windows); live trouble shows
+    in `fabricops diagnose` and on the metrics endpoint."""
     from fabricops.pipeline.query import latest
 
     with opened(db) as store, user_errors():
