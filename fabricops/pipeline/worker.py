@@ -90,6 +90,9 @@ class PipelineConfig(BaseModel):
     close_budget_s: float = Field(
         default=0.15, gt=0, description="CPU time a batch spends writing complete windows "
         "(at least one is written per batch)")
+    stop_timeout_s: float = Field(
+        default=120.0, gt=0, description="Longest wait at stop for the held windows to be "
+        "written (a 16k-GPU worker holds ~30 CPU-s of them)")
     max_future_s: float = Field(default=60.0, gt=0, description="Newer frames are rejected")
     poll_timeout_s: float = Field(default=0.5, gt=0)
     max_records: int = Field(default=1000, ge=1)
@@ -200,7 +203,11 @@ class PipelineWorker:
         the group."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=self.config.stop_timeout_s)
+            if self._thread.is_alive():
+                log.warning("pipeline worker still writing windows after %.0f s; stopping "
+                            "anyway (their frames are delivered again on the next start)",
+                            self.config.stop_timeout_s)
             self._thread = None
         if self.loop.liveness is not None:
             self.loop.liveness.forget(self.loop.name)
