@@ -28,6 +28,11 @@ Origin = tuple[int, Partition | None, int]  # batch, partition (None: no bus rec
 NO_ORIGIN: Origin = (0, None, 0)
 
 
+def frame_order(frame: Frame) -> tuple[str, str, int]:
+    """The order frames are stepped and held in: by device, source, ts_ns."""
+    return frame.device, frame.source.value, frame.ts_ns
+
+
 @dataclass
 class Window:
     """The frames of one stream's window, in the order they came, with their origins."""
@@ -90,9 +95,7 @@ class WindowBook:
 
     def written(self, window: Window, before_ts_ns: int) -> None:
         """``window`` is in the store now; frames before ``before_ts_ns`` are too."""
-        self.complete.pop((window.key, window.index), None)
-        if self.open.get(window.key) is window:
-            del self.open[window.key]
+        self._drop(window)
         if before_ts_ns > self.written_before.get(window.key, 0):
             self.written_before[window.key] = before_ts_ns
 
@@ -110,8 +113,7 @@ class WindowBook:
 
     def frames(self) -> list[Frame]:
         """Every frame held, by device, source, ts_ns."""
-        return sorted((f for w in self.all() for f in w.frames),
-                      key=lambda f: (f.device, f.source.value, f.ts_ns))
+        return sorted((f for w in self.all() for f in w.frames), key=frame_order)
 
     def kept(self, *, drop_batch: int | None) -> list[tuple[Frame, Origin]]:
         """Every frame held, with its origin, except those batch ``drop_batch`` brought."""
@@ -122,9 +124,12 @@ class WindowBook:
         """Forget the windows with frames from partitions not in ``owned``."""
         for window in list(self.all()):
             if any(part not in owned for part in window.holds):
-                self.complete.pop((window.key, window.index), None)
-                if self.open.get(window.key) is window:
-                    del self.open[window.key]
+                self._drop(window)
+
+    def _drop(self, window: Window) -> None:
+        self.complete.pop((window.key, window.index), None)
+        if self.open.get(window.key) is window:
+            del self.open[window.key]
 
     def clear(self) -> None:
         self.open.clear()

@@ -64,6 +64,7 @@ from fabricops.pipeline.windows import (
     StreamKey,
     Window,
     WindowBook,
+    frame_order,
 )
 from fabricops.pipeline.worker_metrics import WorkerMetrics
 from fabricops.store.records import (
@@ -184,7 +185,7 @@ class PipelineWorker:
 
     def _replay(self, frames: list[tuple[Frame, Origin]]) -> int:
         """Take frames again into their streams and windows (no event: the store has them)."""
-        for frame, origin in sorted(frames, key=lambda fo: _order(fo[0])):
+        for frame, origin in sorted(frames, key=lambda fo: frame_order(fo[0])):
             self._accept(frame, origin, BatchResult())
         return len(frames)
 
@@ -235,7 +236,7 @@ class PipelineWorker:
         frames = frames_of([m for m in messages if m.topic != self.topics[1]],
                            batch=self._batch, dead=dead, reject=reject,
                            limit_ns=self.clock_ns() + round(self.config.max_future_s * 1e9))
-        frames.sort(key=lambda fo: _order(fo[0]))
+        frames.sort(key=lambda fo: frame_order(fo[0]))
         now = time.monotonic()
         for frame, origin in frames:
             self._accept(frame, origin, result, emit=True)
@@ -385,7 +386,3 @@ class PipelineWorker:
         result = BatchResult()
         self._persist(result, budget_s=None)
         return result.segments
-
-
-def _order(frame: Frame) -> tuple[str, str, int]:
-    return frame.device, frame.source.value, frame.ts_ns

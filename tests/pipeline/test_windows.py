@@ -36,6 +36,21 @@ def _worker(store: Store, **config: object) -> PipelineWorker:
     return PipelineWorker(PipelineConfig.model_validate(settings), MemoryBus(), store)
 
 
+def _down(*_: object) -> object:
+    raise StoreError("database restarting", transient=True)
+
+
+def _worker_whose_write_failed(store: Store, monkeypatch: pytest.MonkeyPatch) -> PipelineWorker:
+    """A worker holding leaf-1 at 1, 2, 3 whose next batch (4, and 11, which completes
+    the window) failed writing the window: the database is away."""
+    worker = _worker(store)
+    worker.process(_msgs("leaf-1", 1, 2, 3))
+    monkeypatch.setattr(store, "close_windows", _down)
+    with pytest.raises(StoreError):
+        worker.process(_msgs("leaf-1", 4, 11))
+    return worker
+
+
 def _stored(store: Store, device: str) -> list[int]:
     return sorted((t - T0) // S for seg in store.segments(t0_ns=0, t1_ns=2**62, devices=[device])
                   for t in decode_block(seg.payload).ts_ns.tolist())
@@ -66,15 +81,7 @@ def test_holds_name_the_oldest_unwritten_frame_of_each_partition(store: Store) -
 
 def test_a_failed_batch_is_forgotten_and_the_batches_before_it_are_kept(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    worker = _worker(store)
-    worker.process(_msgs("leaf-1", 1, 2, 3))
-
-    def down(*_: object) -> int:
-        raise StoreError("database restarting", transient=True)
-
-    monkeypatch.setattr(store, "close_windows", down)
-    with pytest.raises(StoreError):
-        worker.process(_msgs("leaf-1", 4, 11))  # 11 completes the window: the write fails
+    worker = _worker_whose_write_failed(store, monkeypatch)
     worker.recover()
     assert [f.seq for f in worker.windows.frames()] == [1, 2, 3], "batch 2 is forgotten"
     monkeypatch.undo()
@@ -124,16 +131,8 @@ def test_windows_completing_together_are_written_over_several_batches(store: Sto
 
 def test_a_recovery_that_cannot_read_the_store_changes_nothing(
         store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    worker = _worker(store)
-    worker.process(_msgs("leaf-1", 1, 2, 3))
-
-    def down(*_: object) -> object:
-        raise StoreError("database restarting", transient=True)
-
-    monkeypatch.setattr(store, "close_windows", down)
-    with pytest.raises(StoreError):
-        worker.process(_msgs("leaf-1", 4, 11))
-    monkeypatch.setattr(store, "stream_checkpoints", down)
+    worker = _worker_whose_write_failed(store, monkeypatch)
+    monkeypatch.setattr(store, "stream_checkpoints", _down)
     for _ in range(3):  # the consumer loop tries again while the database is away
         with pytest.raises(StoreError):
             worker.recover()
