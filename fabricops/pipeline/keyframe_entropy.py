@@ -36,6 +36,7 @@ KeyframeDecodeError.
 
 from __future__ import annotations
 
+import threading
 from typing import Final
 
 import numpy as np
@@ -51,7 +52,7 @@ PCODEC_LEVEL: Final = 8
 _CONFIG: Final = ChunkConfig(compression_level=PCODEC_LEVEL, delta_spec=DeltaSpec.no_op())
 _FATAL: Final = (KeyboardInterrupt, SystemExit, GeneratorExit)
 _PACKED_FLAG: Final = 1 << 31
-_ESTIMATE: Final = zstandard.ZstdCompressor(level=3)
+_local = threading.local()  # a ZstdCompressor is not thread-safe: one per thread
 
 
 class EntropyStream:
@@ -99,7 +100,9 @@ def _group_chunk(s: NDArray[np.int64], code: int) -> list[bytes]:
     chunk = standalone.simple_compress(np.ascontiguousarray(s).ravel(), _CONFIG)
     codes = np.full(len(s), code, np.uint8)
     packed = kp.pack_rows(kp.zigzag(s.view(np.uint64)), codes)
-    if len(_ESTIMATE.compress(packed)) < len(chunk):
+    estimate = _local.__dict__.get("zstd") or _local.__dict__.setdefault(
+        "zstd", zstandard.ZstdCompressor(level=3))
+    if len(estimate.compress(packed)) < len(chunk):
         return [np.uint32(len(packed) | _PACKED_FLAG).tobytes(), packed]
     return [np.uint32(len(chunk)).tobytes(), chunk]
 
