@@ -57,7 +57,9 @@ class RcaConfig(BaseModel):
                           description="How long an incident whose root carries no traffic "
                           "(so its symptoms cannot show) stays open on its last evidence; "
                           "0: it closes after clear_s like any other")
-    stale_s: float = Field(default=3.5, gt=0, description="A port silent this long is missing")
+    stale_s: float = Field(default=3.5, gt=0, description=(
+        "A port silent this long is missing; longer for a node that samples slowly "
+        "or whose samples arrive late"))
     int_keep_s: float = Field(default=30.0, gt=0, description="How long an INT path counts")
     top_k: int = Field(default=5, ge=1, le=50, description="Ranked alternatives kept")
     max_roots: int = Field(default=4, ge=1, le=32, description="Separate roots per step")

@@ -7,7 +7,9 @@ wrap is exact; a counter that goes backwards is a reset and leaves the rate
 unknown). A frame may carry only some of a port's metrics (one gNMI
 notification per path): what it does not carry keeps its last value. PFC
 counters of every priority are summed. ``snapshot(now_ns)`` gives one :class:`Snapshot`: rates and
-gauges per port, NaN where the port has not reported within ``stale_s``.
+gauges per port, NaN where the port has been silent past its node's limit: at
+least ``stale_s``, longer for a node that samples slowly or arrives late
+(:class:`~fabricops.rca.freshness.Freshness`).
 A device collected over several protocols (SNMP and gNMI) is read from one:
 the first that reports, until it is silent for ``stale_s`` (its counters and
 clocks are not interchangeable with another source's); when it fails over,
@@ -33,6 +35,7 @@ from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.intreport import INVALID, IntBatch
 from fabricops.core.topology import Topology
+from fabricops.rca.freshness import Freshness
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -67,8 +70,8 @@ class Snapshot:
 
     ts_ns: int
     values: F64
-    port_fresh: B  # the port itself reported within stale_s
-    node_fresh: B  # the node sent any frame within stale_s
+    port_fresh: B  # the port itself reported within its node's limit
+    node_fresh: B  # the node sent any frame within its limit
     seen: B  # the port has ever reported
 
     def col(self, name: str) -> F64:
@@ -123,6 +126,7 @@ class FabricView:
     def __init__(self, index: PortIndex, *, stale_s: float = 3.5) -> None:
         self.index = index
         self.stale_ns = int(stale_s * 1e9)
+        self.freshness = Freshness(index.n_nodes, stale_ns=self.stale_ns)
         n = index.n_ports
         self._col_of = _column_of_metric()
         self._raw = np.zeros((n, N_COUNTERS), np.uint64)
@@ -167,6 +171,7 @@ class FabricView:
             self._raw_ok[self._node_ports[node]] = False
         self._source[node] = frame.source
         self.frames_seen += 1
+        self.freshness.observe(node, ts, self.newest_ns)
         self._node_ts[node] = max(self._node_ts[node], ts)
         self.newest_ns = max(self.newest_ns, ts)
         port = self._ports_of(frame.entities)[frame.entity_idx]
@@ -216,9 +221,11 @@ class FabricView:
     def snapshot(self, now_ns: int | None = None) -> Snapshot:
         """Values as of ``now_ns`` (default: the newest sample seen)."""
         now = self.newest_ns if now_ns is None else now_ns
-        port_fresh = (self._port_ts >= 0) & (now - self._port_ts <= self.stale_ns)
-        node_fresh = (self._node_ts >= 0) & (now - self._node_ts <= self.stale_ns)
-        cell_fresh = (self._cell_ts >= 0) & (now - self._cell_ts <= self.stale_ns)
+        node_limit = self.freshness.limit_ns()
+        port_limit = node_limit[self.index.port_node]
+        port_fresh = (self._port_ts >= 0) & (now - self._port_ts <= port_limit)
+        node_fresh = (self._node_ts >= 0) & (now - self._node_ts <= node_limit)
+        cell_fresh = (self._cell_ts >= 0) & (now - self._cell_ts <= port_limit[:, None])
         values = np.where(port_fresh[:, None] & cell_fresh, self._values, np.nan)
         return Snapshot(now, values, port_fresh, node_fresh, self._port_ts >= 0)
 

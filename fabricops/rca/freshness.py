@@ -1,0 +1,67 @@
+"""Freshness: how long a node may be silent before it counts as missing.
+
+A fixed limit fits no real fabric. A switch polled over SNMP every 30 s is
+silent 29 s of every 30; a gNMI stream on a busy collector arrives seconds
+behind the others, though every sample in it is on time. Either would be named
+missing (and every diagnosis marked down for it) although nothing is wrong.
+
+``Freshness`` learns both per node, in sample time only (so a replay behaves as
+the live fabric did):
+
+- **cadence**: the usual gap between the node's samples, a moving average of
+  the gaps (gaps under ``burst_ns`` are one poll's notifications, not a gap; a
+  gap counts at most twice the current average, so one long outage does not
+  teach the node to be silent);
+- **lag**: how far the node's samples trail the newest sample of the fabric
+  when they arrive, a moving average and its mean deviation.
+
+A node is missing once silent for longer than
+``max(stale, cadence_factor x cadence) + lag + 4 x deviation``. A fabric whose
+nodes all sample faster than ``stale / cadence_factor`` and arrive together
+keeps exactly ``stale``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+
+
+class Freshness:
+    """Per-node silence limits, learnt from when samples are stamped and arrive."""
+
+    ALPHA = 0.2
+    BURST_NS = 50_000_000
+
+    def __init__(self, n_nodes: int, *, stale_ns: int, cadence_factor: float = 2.5) -> None:
+        self.stale_ns = stale_ns
+        self.cadence_factor = cadence_factor
+        self._last = np.full(n_nodes, -1, np.int64)
+        self._gap = np.zeros(n_nodes)
+        self._lag = np.zeros(n_nodes)
+        self._dev = np.zeros(n_nodes)
+
+    def observe(self, node: int, ts_ns: int, front_ns: int) -> None:
+        """Note a sample of ``node`` at ``ts_ns``; the fabric's newest was ``front_ns``."""
+        a = self.ALPHA
+        last = int(self._last[node])
+        if ts_ns - last >= self.BURST_NS and last >= 0:
+            avg = float(self._gap[node])
+            gap = float(ts_ns - last) if avg == 0.0 else min(float(ts_ns - last), 2.0 * avg)
+            self._gap[node] = gap if avg == 0.0 else avg + a * (gap - avg)
+        if ts_ns > last:
+            self._last[node] = ts_ns
+        if front_ns >= 0:
+            lag = float(max(0, front_ns - ts_ns))
+            err = lag - float(self._lag[node])
+            self._lag[node] += a * err
+            self._dev[node] += a * (abs(err) - float(self._dev[node]))
+
+    def limit_ns(self) -> F64:
+        """Per node: the silence, in ns of sample time, after which it is missing."""
+        base = np.maximum(float(self.stale_ns), self.cadence_factor * self._gap)
+        out: F64 = base + self._lag + 4.0 * self._dev
+        return out
