@@ -208,12 +208,14 @@ class Frame:
         return wire_frame.encode(self)
 
     @classmethod
-    def decode(cls, data: bytes | bytearray | memoryview) -> Frame:
+    def decode(cls, data: bytes | bytearray | memoryview,
+               tables: wire_frame.EntityTables | None = None) -> Frame:
         """Decode one ``SCHEMA`` record, or a legacy one (``MAGIC``); any defect raises
-        FrameDecodeError naming the cause."""
+        FrameDecodeError naming the cause. ``tables`` (see ``EntityTables``) lets frames
+        of one device share their entity table."""
         if bytes(data[:3]) == MAGIC:
             return frame_codec.decode(data)
-        return wire_frame.decode(data)
+        return wire_frame.decode(data, tables)
 
 
 def _all_str(items: Iterable[object]) -> bool:

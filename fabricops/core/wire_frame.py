@@ -110,8 +110,33 @@ def encode(frame: fr.Frame) -> bytes:
     return b"".join(parts)
 
 
-def decode(data: bytes | bytearray | memoryview) -> fr.Frame:
-    """The frame of one record; FrameDecodeError names any defect (see the module docstring)."""
+class EntityTables:
+    """The entity table each device sent last, for ``decode``: a device sends the same
+    table frame after frame, and one that equals the table it sent before is the same
+    tuple again, checked once. Holds at most ``max_devices`` devices (then starts
+    over)."""
+
+    def __init__(self, max_devices: int = 1 << 17) -> None:
+        self.max_devices = max_devices
+        self._last: dict[str, tuple[str, ...]] = {}
+
+    def known(self, device: str, entities: tuple[str, ...]) -> tuple[str, ...] | None:
+        """The tuple ``device`` sent before if it equals ``entities``, else None."""
+        last = self._last.get(device)
+        return last if last is not None and (last is entities or last == entities) else None
+
+    def keep(self, device: str, entities: tuple[str, ...]) -> None:
+        if len(self._last) >= self.max_devices:
+            self._last.clear()
+        self._last[device] = entities
+
+
+def decode(data: bytes | bytearray | memoryview,
+           tables: EntityTables | None = None) -> fr.Frame:
+    """The frame of one record; FrameDecodeError names any defect (see the module docstring).
+
+    With ``tables``, a frame whose entity table equals the one its device sent last
+    shares that tuple (and its checks are not repeated)."""
     try:
         fields = scan(as_bytes(data), _KINDS)
     except WireError as exc:
@@ -142,11 +167,23 @@ def decode(data: bytes | bytearray | memoryview) -> fr.Frame:
                                   "65535")
     device = fields.get(_N["device"], "")
     entities = tuple(fields.get(_N["entities"], ()))
+    metric16 = metric.astype(np.uint16)
+    known = None if tables is None else tables.known(device, entities)
+    if known is not None:
+        if n and int(idx.max()) >= len(known):
+            bad = int(np.flatnonzero(idx >= len(known))[0])
+            raise fr.FrameDecodeError(f"frame of device {device!r}: sample #{bad} has entity "
+                                      f"index {idx[bad]} but there are {len(known)} entities")
+        for arr in (idx, metric16, raw):
+            arr.flags.writeable = False
+        return fr.Frame.trusted(device, ts_ns, source, seq, known, idx, metric16, raw)
     try:
-        return fr.Frame(device, ts_ns, source, seq, entities, idx, metric.astype(np.uint16),
-                        raw)
+        frame = fr.Frame(device, ts_ns, source, seq, entities, idx, metric16, raw)
     except fr.FrameError as exc:
         raise fr.FrameDecodeError(str(exc)) from None
+    if tables is not None:
+        tables.keep(device, frame.entities)
+    return frame
 
 
 from fabricops.core import frame as fr  # noqa: E402  (last: see the module docstring)

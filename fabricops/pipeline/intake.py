@@ -16,6 +16,7 @@ from fabricops.core.bus import Message
 from fabricops.core.frame import Frame, FrameError
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Event
+from fabricops.core.wire_frame import EntityTables
 from fabricops.pipeline.admit import admit_samples
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
@@ -64,14 +65,36 @@ def int_path_records(messages: Sequence[Message], book: IntPathBook, dead: Dead,
     return merge_int_paths(out)
 
 
+class FrameIntake:
+    """What ``frames_of`` remembers between batches: each device's last entity table
+    (see ``EntityTables``) and whether the store can keep its names."""
+
+    def __init__(self) -> None:
+        self.tables = EntityTables()
+        self.storable: dict[str, tuple[str, ...]] = {}
+
+    def store_problem(self, frame: Frame) -> str | None:
+        """``store_problem(frame)``, the entity names checked once per table."""
+        known = self.storable.get(frame.device) is frame.entities
+        problem = store_problem(frame, entities=not known)
+        if problem is None and not known:
+            if len(self.storable) >= self.tables.max_devices:
+                self.storable.clear()
+            self.storable[frame.device] = frame.entities
+        return problem
+
+
 def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: Dead,
-              reject: Reject) -> list[tuple[Frame, Origin]]:
+              reject: Reject, intake: FrameIntake | None = None
+              ) -> list[tuple[Frame, Origin]]:
     """The frames of ``messages`` with their origins; frames stamped after ``limit_ns``
-    (past the allowed clock skew) or that the store cannot keep are dead."""
+    (past the allowed clock skew) or that the store cannot keep are dead. ``intake``
+    carries what earlier batches checked."""
     out: list[tuple[Frame, Origin]] = []
+    intake = intake or FrameIntake()
     for msg in messages:
         try:
-            frame = Frame.decode(msg.value)
+            frame = Frame.decode(msg.value, intake.tables)
         except FrameError as exc:
             dead(msg, "undecodable", str(exc))
             continue
@@ -79,7 +102,7 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
             dead(msg, "future", f"frame of {frame.device} at {frame.ts_ns} ns is "
                  f"{(frame.ts_ns - limit_ns) / 1e9:.0f} s past the allowed clock skew")
             continue
-        problem = store_problem(frame)
+        problem = intake.store_problem(frame)
         if problem:
             dead(msg, "unstorable", problem)
             continue

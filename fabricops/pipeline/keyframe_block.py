@@ -107,22 +107,37 @@ def block_from_frames(frames: Sequence[Frame]) -> SeriesBlock:
     """
     kept = _sorted_unique(frames)
     names: dict[str, int] = {}
-    keys = [_sample_keys(f, names) for f in kept]
-    uniq, first = np.unique(np.concatenate(keys), return_index=True)
+    layouts: list[tuple[NDArray[np.int64], list[int]]] = []  # sample keys, frames
+    prev: Frame | None = None
+    for t, frame in enumerate(kept):
+        if prev is None or not _same_layout(frame, prev):
+            layouts.append((_sample_keys(frame, names), []))
+        layouts[-1][1].append(t)
+        prev = frame
+    uniq, first = np.unique(np.concatenate([k for k, _ in layouts]), return_index=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(uniq), np.int64)
     rank[order] = np.arange(len(uniq))
     raw = np.zeros((len(uniq), len(kept)), np.uint64)
     present = np.zeros(raw.shape, bool)
-    for t, (frame, k) in enumerate(zip(kept, keys, strict=True)):
+    for k, cols in layouts:
         fk, fi = np.unique(k, return_index=True)
-        rows = rank[np.searchsorted(uniq, fk)]
-        raw[rows, t], present[rows, t] = frame.raw[fi], True
+        rows = rank[np.searchsorted(uniq, fk)][:, None]
+        at = np.array(cols, np.int64)[None, :]
+        raw[rows, at] = np.stack([kept[t].raw for t in cols], axis=1)[fi]
+        present[rows, at] = True
     series = uniq[order]
     table = list(names)
     entity = tuple(table[i] for i in (series >> 16).tolist())
     ts = np.array([f.ts_ns for f in kept], np.int64)
     return SeriesBlock(ts, entity, (series & 0xFFFF).astype(np.uint16), raw, present)
+
+
+def _same_layout(a: Frame, b: Frame) -> bool:
+    """The same entities and (entity, metric) of each sample, in the same order."""
+    return (a.entities is b.entities or a.entities == b.entities) and (
+        a.entity_idx is b.entity_idx or np.array_equal(a.entity_idx, b.entity_idx)) and (
+        a.metric is b.metric or np.array_equal(a.metric, b.metric))
 
 
 def _sorted_unique(frames: Sequence[Frame]) -> list[Frame]:

@@ -54,7 +54,13 @@ from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.records import Event
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
-from fabricops.pipeline.intake import BatchResult, frames_of, int_path_records, segment_of
+from fabricops.pipeline.intake import (
+    BatchResult,
+    FrameIntake,
+    frames_of,
+    int_path_records,
+    segment_of,
+)
 from fabricops.pipeline.late import correct_windows, held_frames
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.windows import (
@@ -125,6 +131,7 @@ class PipelineWorker:
         # called after every batch with its events and the newest frame time (ns)
         self.on_batch: list[Callable[[Sequence[Event], int], None]] = []
         self._streams: dict[StreamKey, SeriesStream] = {}
+        self._intake = FrameIntake()
         self._kf_ns = round(config.keyframe_interval_s * 1e9)
         self.windows = WindowBook(self._kf_ns)
         self._late: list[Frame] = []
@@ -234,7 +241,7 @@ class PipelineWorker:
         paths = int_path_records([m for m in messages if m.topic == self.topics[1]],
                                  self.int_paths, dead, reject)
         frames = frames_of([m for m in messages if m.topic != self.topics[1]],
-                           batch=self._batch, dead=dead, reject=reject,
+                           batch=self._batch, dead=dead, reject=reject, intake=self._intake,
                            limit_ns=self.clock_ns() + round(self.config.max_future_s * 1e9))
         frames.sort(key=lambda fo: frame_order(fo[0]))
         now = time.monotonic()

@@ -170,14 +170,15 @@ _FRAME_COLUMNS: Final = _Columns({"ts_ns": _FROM_ZERO, "seq": _FROM_ZERO},
 StoredRecord = Union[SeriesRecord, SegmentRecord, IntPathRecord, Event, "Frame"]
 
 
-def store_problem(record: StoredRecord) -> str | None:
+def store_problem(record: StoredRecord, *, entities: bool = True) -> str | None:
     """Why the store cannot keep ``record`` as it is, or None if it can.
 
     Integers must fit their column (signed 64-bit; times, sequence numbers and
     counts from 0; ports and protocol 32-bit), text its length, without NUL
     characters (PostgreSQL refuses them), and ``max_error`` must be finite. A
     frame (the source of segments, series and events) also needs entity names
-    that fit a name column. Pure and cheap: call it before writing.
+    that fit a name column (not checked with ``entities=False``: for a frame whose
+    table passed before). Pure and cheap: call it before writing.
     """
     cols, frame = _COLUMNS.get(type(record)), None
     if cols is None:
@@ -196,7 +197,7 @@ def store_problem(record: StoredRecord) -> str | None:
     for name in cols.finite:
         if not math.isfinite(getattr(record, name)):
             return f"{_label(record, name)} {getattr(record, name)!r} is not finite"
-    if frame is not None:
+    if frame is not None and entities:
         for i, entity in enumerate(frame.entities):
             problem = _text_problem(entity, _NAME)
             if problem:

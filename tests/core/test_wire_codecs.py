@@ -17,6 +17,7 @@ from fabricops.core.bus import Topic
 from fabricops.core.frame import Frame, FrameDecodeError, Source
 from fabricops.core.intreport import IntBatch, IntDecodeError
 from fabricops.core.wire_columns import varint
+from fabricops.core.wire_frame import EntityTables
 from fabricops.core.wire_schema import enum_numbers, message_class
 from tests.collectors.int_samples import COMMON_BITS, random_batch
 
@@ -188,3 +189,26 @@ def test_int_decode_refuses_counts_that_do_not_match_the_columns() -> None:
     message.n_hops += 1
     with pytest.raises(IntDecodeError, match=r"holds \d+ values but n_hops is"):
         IntBatch.decode(message.SerializeToString())
+
+
+def test_frames_of_a_device_share_its_entity_table_and_are_still_checked() -> None:
+    """With ``EntityTables``, a device's unchanged table is one tuple, checked once;
+    an index past it or a new table with a duplicate is still refused."""
+    tables = EntityTables()
+    f = sample_frame()
+    first, second = (Frame.decode(f.encode(), tables) for _ in range(2))
+    assert first == f
+    assert second == f
+    assert second.entities is first.entities
+    assert not second.raw.flags.writeable
+    assert not second.entity_idx.flags.writeable
+    past = runtime_frame(f)
+    past.entity_idx[0] = 7
+    with pytest.raises(FrameDecodeError, match="entity index 7 but there are 2 entities"):
+        Frame.decode(past.SerializeToString(), tables)
+    dup = runtime_frame(f)
+    dup.entities[:] = ["leaf-0-3:eth1", "leaf-0-3:eth1"]
+    with pytest.raises(FrameDecodeError, match="duplicates"):
+        Frame.decode(dup.SerializeToString(), tables)
+    other = Frame.build("leaf-0-3", 1, Source.GNMI, 0, ["leaf-0-3:eth9"], ["in_octets"], [5])
+    assert Frame.decode(other.encode(), tables).entities == ("leaf-0-3:eth9",)

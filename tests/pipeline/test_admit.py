@@ -46,3 +46,23 @@ def test_a_frame_the_store_cannot_keep_is_dead_lettered_and_the_batch_goes_on(
     assert (letter.reason, letter.offset) == ("unstorable", 0)
     assert "NUL" in letter.detail
     assert [f.device for f in worker.windows.frames()] == ["leaf-9"]
+
+
+def test_an_entity_name_the_store_cannot_keep_is_refused_in_every_frame(store: Store) -> None:
+    """Entity names are checked once per device table: a table that failed is checked
+    (and refused) again, one that passed is not checked again but a new one is."""
+    bus = MemoryBus()
+    bus.start()
+    worker = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
+    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+
+    def frame(t: int, entity: str) -> bytes:
+        return Frame.build("leaf-9", T + t * 10**9, "gnmi", t, [entity], ["temperature_c"],
+                           [40.0]).encode()
+
+    long = "leaf-9:" + "x" * 300
+    records = [frame(0, long), frame(1, long), frame(2, "leaf-9:eth1"), frame(3, "leaf-9:eth1"),
+               frame(4, long)]
+    result = worker.process([Message(topic, 0, i, b"leaf-9", r, 0)
+                             for i, r in enumerate(records)])
+    assert (result.frames, result.rejected) == (2, {"unstorable": 3})

@@ -327,3 +327,21 @@ def test_decoded_block_is_read_only() -> None:
     decoded = round_trip(block([COUNTER], np.arange(4, dtype=np.uint64)))
     with pytest.raises(ValueError, match="read-only"):
         decoded.raw[0, 0] = 1
+
+
+def test_block_from_frames_with_layouts_that_come_and_go_keeps_each_sample() -> None:
+    """Frames of one layout are placed together; a layout that returns after another
+    one is placed again, and each sample lands on its own series and point."""
+    a = (["eth1", "eth2"], ["in_octets", "in_octets"])
+    b = (["eth2", "eth1", "eth3"], ["in_octets", "temperature_c", "in_octets"])
+    frames = [frame("leaf-0", t, *(a if t in (0, 1, 4) else b),
+                    [t * 10, t * 100] if t in (0, 1, 4) else [t * 100, 40.0 + t, t * 1000])
+              for t in range(5)]
+    blk = block_from_frames(frames)
+    rows = {(e, int(m)): i for i, (e, m) in enumerate(zip(blk.entity, blk.metric, strict=True))}
+    assert blk.raw[rows["eth1", COUNTER]].tolist() == [0, 10, 0, 0, 40]
+    assert blk.raw[rows["eth2", COUNTER]].tolist() == [0, 100, 200, 300, 400]
+    assert blk.raw[rows["eth3", COUNTER]].tolist() == [0, 0, 2000, 3000, 0]
+    assert blk.raw[rows["eth1", GAUGE]].view(np.float64)[2:4].tolist() == [42.0, 43.0]
+    assert blk.present[rows["eth1", GAUGE]].tolist() == [False, False, True, True, False]
+    assert blk.present[rows["eth1", COUNTER]].tolist() == [True, True, False, False, True]
