@@ -1,6 +1,6 @@
 """Dead letters: records a consumer could not take, set aside with the reason.
 
-A ``DeadLetter`` is the raw record (key and value, as they were) with where it
+A ``DeadLetter`` is the raw record (key, value and headers, as they were) with where it
 came from (topic, partition, offset), which consumer group gave up on it, a
 short ``reason`` code (``undecodable``, ``out_of_range``, ``handler_error``,
 ...) and a readable ``detail``. It travels on ``<prefix>deadletter.v2`` as the
@@ -20,7 +20,7 @@ import time
 from typing import ClassVar
 
 from prometheus_client import CollectorRegistry
-from pydantic import ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import DEFAULT_PREFIX, Bus, Message, Topic, record_headers, topic_name
 from fabricops.core.logthrottle import ThrottledLog
@@ -28,6 +28,16 @@ from fabricops.core.registry import shared_counter
 from fabricops.core.wire_records import WireModel
 
 log = logging.getLogger(__name__)
+
+
+class RecordHeader(BaseModel):
+    """One header of a dead letter's record."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, ser_json_bytes="base64",
+                              val_json_bytes="base64")
+
+    key: str
+    value: bytes = b""
 
 
 class DeadLetter(WireModel):
@@ -46,6 +56,7 @@ class DeadLetter(WireModel):
     ts_ns: int = Field(ge=0, description="When it was set aside, ns since epoch")
     key: bytes = b""
     value: bytes = b""
+    headers: tuple[RecordHeader, ...] = ()
 
     @classmethod
     def of(cls, msg: Message, *, group: str, reason: str, detail: str,
@@ -53,7 +64,12 @@ class DeadLetter(WireModel):
         return cls(topic=msg.topic, partition=msg.partition, offset=msg.offset, group=group,
                    reason=reason, detail=detail[:2000],
                    ts_ns=time.time_ns() if ts_ns is None else ts_ns,
-                   key=msg.key, value=msg.value)
+                   key=msg.key, value=msg.value,
+                   headers=tuple(RecordHeader(key=k, value=v) for k, v in msg.headers))
+
+    def record_headers(self) -> tuple[tuple[str, bytes], ...]:
+        """The record's headers as the bus takes them, to publish it again."""
+        return tuple((h.key, h.value) for h in self.headers)
 
 
 class DeadLetterBox:

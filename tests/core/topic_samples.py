@@ -91,7 +91,8 @@ def publish_every_topic(bus: Bus, prefix: str = DEFAULT_PREFIX) -> dict[Topic, l
             (Topic.CONTROL, policy, policy.device, "pipeline")):
         bus.publish(topic_name(topic, prefix), key.encode(), [record.encode()],
                     record_headers(topic, source))
-    poison = Message(topic_name(Topic.TELEMETRY, prefix), 3, 17, b"leaf-0-3", b"\x00\xff", 0)
+    poison = Message(topic_name(Topic.TELEMETRY, prefix), 3, 17, b"leaf-0-3", b"\x00\xff", 0,
+                     (("schema", b"fabricops.telemetry.v2.Frame"), ("source", b"gnmi")))
     DeadLetterBox(bus, "fabricops-pipeline", prefix=prefix).put(poison, "undecodable", "garbage")
     return {
         Topic.TELEMETRY: [Sent(frame, b"leaf-0-3", "gnmi")],
@@ -186,6 +187,7 @@ def expected_fields(topic: Topic, record: Any) -> dict[str, Any]:
     if topic is Topic.DEAD_LETTERS:  # its ts_ns is when it was set aside
         return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
                 "group": "fabricops-pipeline", "reason": "undecodable", "detail": "garbage",
-                "key": record.key, "value": record.value}
+                "key": record.key, "value": record.value,
+                "headers": [{"key": k, "value": v} for k, v in record.headers]}
     expected: dict[str, Any] = lists(record.model_dump())  # StrEnum members equal their values
     return expected
