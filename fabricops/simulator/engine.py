@@ -232,7 +232,9 @@ class Simulator:
             down = ~up
             first = np.where(down.any(axis=1), down.argmax(axis=1), self.paths.shape[1])
             hop = np.arange(self.paths.shape[1])[None, :]
-            self._epath = np.where(hop >= first[:, None], dummy, self.paths).astype(np.int32)
+            # hop-major: per-flow reductions over a path's channels run along columns
+            self._epath = np.asfortranarray(
+                np.where(hop >= first[:, None], dummy, self.paths).astype(np.int32))
             self._epath[~self.routable] = dummy
             rows = np.arange(len(first))
             has = (first < self.paths.shape[1]) & self.routable

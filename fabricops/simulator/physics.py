@@ -81,6 +81,8 @@ def sum_at(index: npt.NDArray[np.integer[Any]], weights: F64, n_slots: int) -> F
 def channel_sum(epath: I32, per_flow: F64, n_slots: int) -> F64:
     """Sum a per-flow quantity over every channel each flow crosses."""
     hops = epath.shape[1]
+    if epath.flags.f_contiguous:  # hop-major: no copy of the paths
+        return sum_at(epath.ravel(order="F"), np.tile(per_flow, hops), n_slots)
     return sum_at(epath.ravel(), np.repeat(per_flow, hops), n_slots)
 
 

@@ -120,15 +120,12 @@ class Telemetry:
 
     def port_matrix(self) -> U64:
         """Ports x (counters, oper_status, gauges as float bits), row-major."""
-        return np.ascontiguousarray(np.vstack(
-            (self.port_counters, self.oper_status[None, :], self.port_gauges.view(np.uint64))
-        ).T)
+        return _rows((self.port_counters, self.oper_status[None, :],
+                      self.port_gauges.view(np.uint64)))
 
     def nic_matrix(self) -> U64:
         """NICs x (NIC counters, NIC gauges as float bits), row-major."""
-        return np.ascontiguousarray(
-            np.vstack((self.nic_counters, self.nic_gauges.view(np.uint64))).T
-        )
+        return _rows((self.nic_counters, self.nic_gauges.view(np.uint64)))
 
     def mark_reported(self, reporting: B) -> None:
         """Advance the sequence number of every node that reports this tick."""
@@ -159,6 +156,16 @@ class Telemetry:
             out.append(Frame.trusted(fab.node_ids[node], ts_ns, Source.SIM, seqs[node],
                                      entities, idx, metric, block.reshape(-1)))
         return out
+
+
+def _rows(parts: tuple[U64, ...]) -> U64:
+    """The row-major (columns x parts' rows) matrix of ``parts`` stacked, in one copy."""
+    out = np.empty((parts[0].shape[1], sum(p.shape[0] for p in parts)), np.uint64)
+    at = 0
+    for part in parts:
+        out[:, at:at + part.shape[0]] = part.T
+        at += part.shape[0]
+    return out
 
 
 def _without(device: str, ts_ns: int, seq: int, entities: tuple[str, ...], block: U64,
