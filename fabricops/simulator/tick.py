@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -35,27 +35,31 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     n_slots = fab.n_channels + 1
     up = np.append(sim.oper_up, True)[np.arange(fab.n_channels) // 2]
     nominal = np.append(fab.ch_capacity_bps * up, ph.BIG * 1e9)
-    off_load = ph.channel_sum(epath, offered, n_slots)
+    act = _Active(offered)  # flows that offer nothing add nothing to any channel
+    ep, off_a = act.paths(epath), act.take(offered)
+    off_load = ph.channel_sum(ep, off_a, n_slots)
     slow = (fx.drain_share < 1.0) & (off_load > fx.drain_share * nominal)
     pause = np.maximum.reduce([np.where(cs.pfc_ok, sim.pause_next, 0.0), fx.pause_fixed,
                                np.where(slow, 1.0 - fx.drain_share, 0.0)])
     pause[-1] = 0.0
     cap = nominal * (1.0 - pause)
-    fair = ph.fair_rates(epath, offered, cap, cfg.fit_iterations)
+    fair_a = ph.fair_rates(ep, off_a, cap, cfg.fit_iterations)
     backlogged = off_load > cap * 1.0001
     backlogged[-1] = False
-    deaf = _deaf(fx, epath, offered, backlogged & cs.ecn_deaf)
-    push = np.where(deaf, offered, fair)
-    queue = ph.queue_depth(ph.channel_sum(epath, push, n_slots),
-                           ph.channel_sum(epath, fair, n_slots), cap, cfg,
+    deaf_a = _deaf(fx, ep, off_a, backlogged & cs.ecn_deaf)
+    push_a = np.where(deaf_a, off_a, fair_a)
+    queue = ph.queue_depth(ph.channel_sum(ep, push_a, n_slots),
+                           ph.channel_sum(ep, fair_a, n_slots), cap, cfg,
                            *_queue_thresholds(cs, cfg))
     queue[-1] = 0.0
     mark_ch = _marking(sim, cs, queue)
-    marked = ph.path_product_complement(epath, mark_ch)
-    rate = fair * ph.dcqcn_share(marked, cfg)
-    served = ph.channel_sum(epath, rate, n_slots)
+    marked_a = ph.path_product_complement(ep, mark_ch)
+    rate_a = fair_a * ph.dcqcn_share(marked_a, cfg)
+    served = ph.channel_sum(ep, rate_a, n_slots)
+    rate, marked = act.put(rate_a), act.put(marked_a)
     goodput = np.where(dead, 0.0, rate * ph.goodput_share(loss, cfg))
-    sim.pause_next = _pause_next(sim, epath, offered, rate, demand, deaf, backlogged, nominal)
+    sim.pause_next = _pause_next(sim, act, ep, offered, rate, demand, act.put(deaf_a),
+                                 backlogged, nominal)
     pkts = rate * dt / 8.0 / cfg.packet_bytes
     cnp = np.where(goodput > 0, np.minimum(pkts * marked, dt / cfg.cnp_interval_s), 0.0)
     _count_ports(sim, fx, served, pause, queue, mark_ch, offered, dead_ch, (cs.mtu_loss, dropped))
@@ -85,10 +89,37 @@ def _deaf(fx: TickEffects, epath: I32, offered: F64,
     return deaf
 
 
-def _pause_next(sim: Simulator, epath: I32, offered: F64, rate: F64, demand: F64,
-                deaf: npt.NDArray[np.bool_], backlogged: npt.NDArray[np.bool_],
+class _Active:
+    """The flows that offer traffic this tick, when they are few enough that working
+    on them alone pays (an idle flow adds nothing to any channel, its rate is 0)."""
+
+    SHARE = 0.75  # of all flows; above it, all flows are worked on
+
+    def __init__(self, offered: F64) -> None:
+        self.n = len(offered)
+        idx = np.flatnonzero(offered > 0.0)
+        self.idx = None if len(idx) > self.SHARE * self.n else idx
+
+    def paths(self, epath: I32) -> I32:
+        return epath if self.idx is None else np.asfortranarray(epath[self.idx])
+
+    def take(self, per_flow: F64) -> F64:
+        return per_flow if self.idx is None else per_flow[self.idx]
+
+    def put(self, per_active: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """A per-flow array of ``per_active``, zero (False) for idle flows."""
+        if self.idx is None:
+            return per_active
+        out = np.zeros(self.n, per_active.dtype)
+        out[self.idx] = per_active
+        return out
+
+
+def _pause_next(sim: Simulator, act: _Active, epath: I32, offered: F64, rate: F64,
+                demand: F64, deaf: npt.NDArray[np.bool_], backlogged: npt.NDArray[np.bool_],
                 nominal: F64) -> F64:
-    """Pause shares for the next tick, from the excess of flows that do not back off."""
+    """Pause shares for the next tick, from the excess of flows that do not back off
+    (``epath``: the paths of ``act``'s flows)."""
     fab, cfg = sim.fabric, sim.config.physics
     onset = (demand > 0.0) & (sim.prev_demand_bps <= 0.0)
     surplus = np.maximum(offered - rate, 0.0)
@@ -96,7 +127,8 @@ def _pause_next(sim: Simulator, epath: I32, offered: F64, rate: F64, demand: F64
     excess = np.where(deaf, surplus, np.where(onset, surplus * overrun, 0.0))
     sim.prev_demand_bps = demand
     pfc_capable = np.append(~fab.node_is_host[fab.ch_rx_node()], False)
-    return ph.pause_pressure(epath, excess, backlogged, len(nominal), pfc_capable, nominal)
+    return ph.pause_pressure(epath, act.take(excess), backlogged, len(nominal), pfc_capable,
+                             nominal)
 
 
 def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float, efficiency: F64) -> F64:
