@@ -58,6 +58,9 @@ class Telemetry:
         self._seq = np.zeros(fabric.n_nodes, np.uint64)
         self.silent = np.zeros(fabric.n_ports, bool)  # ports left out of frames (dead NICs)
         self._layout = self._frame_layout()
+        self._cut: list[tuple[str, tuple[str, ...], npt.NDArray[np.uint32],
+                              npt.NDArray[np.uint16], int, int, int]] = []
+        self._cut_cols = (0, 0)
         self._bounds = [
             (r.start, r.stop, int(fabric.port_nic[r.start]) if fabric.node_is_host[n] else -1)
             for n, r in ((n, fabric.node_ports(n)) for n in range(fabric.n_nodes))
@@ -142,20 +145,38 @@ class Telemetry:
         pm = self.port_matrix()
         hosts = np.hstack((pm[fab.nic_ports], self.nic_matrix()))
         pm.flags.writeable = hosts.flags.writeable = False  # frames hold views of them
+        flat = (pm.reshape(-1), hosts.reshape(-1))
         seqs = self._seq.tolist()
-        with_silent = set(fab.port_node[self.silent].tolist())
+        with_silent = set(fab.port_node[self.silent].tolist()) if self.silent.any() else ()
+        trusted, sim, cuts = Frame.trusted, Source.SIM, self._cuts(pm.shape[1], hosts.shape[1])
         out = []
         for node in np.flatnonzero(reporting).tolist():
-            start, stop, nic_start = self._bounds[node]
-            entities, idx, metric = self._layout[node]
-            block = pm[start:stop] if nic_start < 0 else hosts[nic_start:nic_start + stop - start]
+            device, entities, idx, metric, host, a, b = cuts[node]
             if node in with_silent:
-                out.extend(_without(fab.node_ids[node], ts_ns, seqs[node], entities, block,
-                                    metric, ~self.silent[start:stop]))
+                start, stop, _ = self._bounds[node]
+                block = flat[host][a:b].reshape(stop - start, -1)
+                out.extend(_without(device, ts_ns, seqs[node], entities, block, metric,
+                                    ~self.silent[start:stop]))
                 continue
-            out.append(Frame.trusted(fab.node_ids[node], ts_ns, Source.SIM, seqs[node],
-                                     entities, idx, metric, block.reshape(-1)))
+            out.append(trusted(device, ts_ns, sim, seqs[node], entities, idx, metric,
+                               flat[host][a:b]))
         return out
+
+    def _cuts(self, port_cols: int, host_cols: int) -> list[tuple[
+            str, tuple[str, ...], npt.NDArray[np.uint32], npt.NDArray[np.uint16], int, int,
+            int]]:
+        """Per node: its device, layout, and where its samples lie in the flat port (0)
+        or host (1) matrix of ``frames``."""
+        if self._cut_cols != (port_cols, host_cols):
+            self._cut = []
+            for node, (start, stop, nic_start) in enumerate(self._bounds):
+                entities, idx, metric = self._layout[node]
+                host = int(nic_start >= 0)
+                first, cols = (nic_start, host_cols) if host else (start, port_cols)
+                self._cut.append((self.fabric.node_ids[node], entities, idx, metric, host,
+                                  first * cols, (first + stop - start) * cols))
+            self._cut_cols = (port_cols, host_cols)
+        return self._cut
 
 
 def _rows(parts: tuple[U64, ...]) -> U64:
