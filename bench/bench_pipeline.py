@@ -9,7 +9,9 @@ events, keyframe segments as windows complete) and, at the end, writes the
 windows still held (``flush``, timed apart). Only the worker's work is timed
 (CPU time, ``time.process_time``); the twin's is not. Bytes written are what
 the process handed to ``write``/``pwrite`` while the worker ran (``wchar`` of
-``/proc/self/io``: the database, its WAL and journal), per sample. The
+``/proc/self/io``: the database, its WAL and journal), per sample. What was
+built before the worker starts is settled, as a command does
+(:mod:`fabricops.core.heap`). The
 longest batch, in CPU seconds, is the stall a window close causes: windows
 are ``--window`` seconds, so every stream completes one each ``--window``
 simulated seconds, and each batch writes them for at most
@@ -27,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fabricops.core import heap
 from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus, MemoryBusConfig
@@ -88,6 +91,7 @@ def main() -> None:
                                 max_records=args.batch, close_budget_s=args.close_budget)
         worker = PipelineWorker(config, bus, store)
         consumer = bus.subscribe([topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)], config.group)
+        heap.settle()  # as `serve pipeline` does once started
         cpu, longest, batches, segments = 0.0, 0.0, 0, 0
         worst = (0.0, 0, 0, 0)  # CPU-s, frames, events, segments of the longest batch
         held = 0  # the most bytes of sample arrays held in windows

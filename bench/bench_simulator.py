@@ -12,6 +12,8 @@ spine, going down and back): only the flows it can move routed again
 ``--preset NAME`` (repeatable) measures a shipped scenario the same way, e.g.
 ``rail-64k`` and ``rail-100k``, and prints the process's peak resident memory
 after it (presets run in the order given; the peak is the process's so far).
+What set-up built is settled before the ticks, as a command does once started
+(:mod:`fabricops.core.heap`).
 
     python bench/bench_simulator.py [--ticks N] [--preset rail-100k]
 """
@@ -27,6 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fabricops.core import heap
 from fabricops.core.topology import Topology
 from fabricops.simulator.builders import leaf_spine, rail_optimized
 from fabricops.simulator.engine import SimConfig, Simulator
@@ -56,6 +59,7 @@ def measure_preset(name: str, ticks: int) -> Simulator:
 
 def timed(name: str, sim: Simulator, setup: float, ticks: int) -> Simulator:
     topo = sim.fabric.topology
+    heap.settle()  # as a command does once started (fabricops.core.heap)
     sim.run(3)
     t = time.perf_counter()
     sim.run(ticks)

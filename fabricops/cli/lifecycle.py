@@ -13,6 +13,9 @@ behind, and the exit code says how it ended (``EXIT_CODES_HELP``):
   exits 3;
 * anything else prints one line and exits 1.
 
+Once started, the command's heap is settled (:mod:`fabricops.core.heap`): the
+collector no longer scans what start-up built.
+
 Under ``fabricops --debug`` errors other than a dead worker keep their
 traceback. SIGINT and SIGTERM, from the start on, ask for a clean stop.
 """
@@ -38,6 +41,7 @@ from fabricops.cli.common import (
     say_error,
 )
 from fabricops.cli.preflight import startup_errors
+from fabricops.core import heap
 from fabricops.core.liveness import Liveness, WorkerState
 
 #: How often the wait loop looks at the clock, signals and the status line, s.
@@ -107,7 +111,9 @@ def wait_for_stop(liveness: Liveness, stop: threading.Event, duration_s: float,
 def serve_until_stopped(running: Running, duration_s: float,
                         tick: Callable[[float], None] | None = None) -> None:
     """The main wait of a command: returns when stopped as asked (signal, duration);
-    raises WorkerDiedError when a worker gave up."""
+    raises WorkerDiedError when a worker gave up. What the command built to start
+    is settled first (``heap.settle``)."""
+    heap.settle()
     dead = wait_for_stop(running.liveness, running.stop_requested, duration_s, tick)
     if dead:
         raise WorkerDiedError(dead)
