@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -71,10 +72,60 @@ class Fabric:
         return self.n_channels
 
     def ch_tx_node(self) -> I32:
-        return self.port_node[self.ch_tx_port]
+        """Per channel, the node that sends on it (read-only)."""
+        return self._derived["ch_tx_node"]
 
     def ch_rx_node(self) -> I32:
-        return self.port_node[self.ch_rx_port]
+        """Per channel, the node that receives from it (read-only)."""
+        return self._derived["ch_rx_node"]
+
+    @cached_property
+    def _derived(self) -> dict[str, npt.NDArray[Any]]:
+        """Per-channel and per-port arrays every tick uses, computed once, read-only."""
+        tx_node, rx_node = self.port_node[self.ch_tx_port], self.port_node[self.ch_rx_port]
+        rx = self.port_rx_ch
+        out: dict[str, npt.NDArray[Any]] = {
+            "ch_tx_node": tx_node, "ch_rx_node": rx_node,
+            "port_tx_slot": np.where(self.port_tx_ch >= 0, self.port_tx_ch, self.n_channels),
+            "port_peer": np.where(rx >= 0, self.ch_tx_port[np.maximum(rx, 0)], 0),
+            "port_link": np.maximum(rx, 0) // 2,
+            "port_speed_floor": np.maximum(self.port_speed_bps, 1.0),
+            "slot_into_switch": np.append(~self.node_is_host[rx_node], False),
+            "slot_from_host": np.append(self.node_is_host[tx_node], True),
+        }
+        for arr in out.values():
+            arr.flags.writeable = False
+        return out
+
+    @property
+    def port_tx_slot(self) -> I32:
+        """Per port, the channel it sends on, or the dummy channel (read-only)."""
+        return self._derived["port_tx_slot"]
+
+    @property
+    def port_peer(self) -> I32:
+        """Per port, the port at the other end of its link (0 where none; read-only)."""
+        return self._derived["port_peer"]
+
+    @property
+    def port_link(self) -> I32:
+        """Per port, its link (0 where none; read-only)."""
+        return self._derived["port_link"]
+
+    @property
+    def port_speed_floor(self) -> F64:
+        """Per port, its speed in bit/s, at least 1 (a divisor; read-only)."""
+        return self._derived["port_speed_floor"]
+
+    @property
+    def slot_into_switch(self) -> npt.NDArray[np.bool_]:
+        """Per channel and the dummy: True where a switch receives (PFC can pause it)."""
+        return self._derived["slot_into_switch"]
+
+    @property
+    def slot_from_host(self) -> npt.NDArray[np.bool_]:
+        """Per channel and the dummy (True): True where a host sends."""
+        return self._derived["slot_from_host"]
 
     def node_index(self, node: str) -> int:
         return self._node_index[node]

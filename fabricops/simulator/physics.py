@@ -75,7 +75,7 @@ class PhysicsConfig(BaseModel):
 
 def sum_at(index: npt.NDArray[np.integer[Any]], weights: F64, n_slots: int) -> F64:
     """Sum ``weights`` into ``n_slots`` bins by ``index`` (a weighted bincount)."""
-    return np.bincount(index, weights=weights, minlength=n_slots).astype(np.float64)
+    return np.bincount(index, weights=weights, minlength=n_slots).astype(np.float64, copy=False)
 
 
 def channel_sum(epath: I32, per_flow: F64, n_slots: int) -> F64:

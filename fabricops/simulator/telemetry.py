@@ -61,6 +61,8 @@ class Telemetry:
         self._cut: list[tuple[str, tuple[str, ...], npt.NDArray[np.uint32],
                               npt.NDArray[np.uint16], int, int, int]] = []
         self._cut_cols = (0, 0)
+        self._switch_ports = _as_slice(np.flatnonzero(~fabric.node_is_host[fabric.port_node]))
+        self._nic_ports = _as_slice(np.asarray(fabric.nic_ports, np.int64))
         self._bounds = [
             (r.start, r.stop, int(fabric.port_nic[r.start]) if fabric.node_is_host[n] else -1)
             for n, r in ((n, fabric.node_ports(n)) for n in range(fabric.n_nodes))
@@ -121,15 +123,18 @@ class Telemetry:
             layout.append((entities, idx, metric))
         return layout
 
-    def port_matrix(self) -> U64:
-        """Ports x (counters, oper_status, gauges as float bits), row-major."""
-        return _rows((self.port_counters, self.oper_status[None, :],
-                      self.port_gauges.view(np.uint64)))
+    def _port_parts(self, ports: slice | npt.NDArray[np.int64]) -> tuple[U64, ...]:
+        """The metric-major rows of ``ports``: counters, oper_status, gauges as bits."""
+        return (self.port_counters[:, ports], self.oper_status[None, ports],
+                self.port_gauges.view(np.uint64)[:, ports])
 
-    def nic_matrix(self) -> U64:
-        """NICs x (NIC counters, NIC gauges as float bits), row-major."""
-        return _rows((self.nic_counters, self.nic_gauges.view(np.uint64)))
-
+    def _matrices(self) -> tuple[U64, U64]:
+        """Switch ports x (counters, oper_status, gauges), and NICs x (the same, then NIC
+        counters and gauges): row-major, one copy each."""
+        switch = _rows(self._port_parts(self._switch_ports))
+        hosts = _rows((*self._port_parts(self._nic_ports), self.nic_counters,
+                       self.nic_gauges.view(np.uint64)))
+        return switch, hosts
     def mark_reported(self, reporting: B) -> None:
         """Advance the sequence number of every node that reports this tick."""
         self._seq[reporting] += np.uint64(1)
@@ -142,8 +147,7 @@ class Telemetry:
         no longer lists a NIC that fell off its bus.
         """
         fab = self.fabric
-        pm = self.port_matrix()
-        hosts = np.hstack((pm[fab.nic_ports], self.nic_matrix()))
+        pm, hosts = self._matrices()
         pm.flags.writeable = hosts.flags.writeable = False  # frames hold views of them
         flat = (pm.reshape(-1), hosts.reshape(-1))
         seqs = self._seq.tolist()
@@ -165,18 +169,29 @@ class Telemetry:
     def _cuts(self, port_cols: int, host_cols: int) -> list[tuple[
             str, tuple[str, ...], npt.NDArray[np.uint32], npt.NDArray[np.uint16], int, int,
             int]]:
-        """Per node: its device, layout, and where its samples lie in the flat port (0)
-        or host (1) matrix of ``frames``."""
+        """Per node: its device, layout, and where its samples lie in the flat switch
+        port (0) or host (1) matrix of ``frames``."""
         if self._cut_cols != (port_cols, host_cols):
             self._cut = []
+            switch_row = np.full(self.fabric.n_ports, -1, np.int64)
+            switch_row[self._switch_ports] = np.arange(len(switch_row[self._switch_ports]))
             for node, (start, stop, nic_start) in enumerate(self._bounds):
                 entities, idx, metric = self._layout[node]
                 host = int(nic_start >= 0)
-                first, cols = (nic_start, host_cols) if host else (start, port_cols)
+                first, cols = ((nic_start, host_cols) if host
+                               else (int(switch_row[start]), port_cols))
                 self._cut.append((self.fabric.node_ids[node], entities, idx, metric, host,
                                   first * cols, (first + stop - start) * cols))
             self._cut_cols = (port_cols, host_cols)
         return self._cut
+
+
+def _as_slice(index: npt.NDArray[np.int64]) -> slice | npt.NDArray[np.int64]:
+    """``index`` as a slice where it is a run of consecutive numbers (a view, no copy)."""
+    if len(index) and int(index[-1]) - int(index[0]) == len(index) - 1 and \
+            bool((np.diff(index) == 1).all()):
+        return slice(int(index[0]), int(index[-1]) + 1)
+    return index
 
 
 def _rows(parts: tuple[U64, ...]) -> U64:
@@ -205,9 +220,10 @@ def _without(device: str, ts_ns: int, seq: int, entities: tuple[str, ...], block
 
 
 def _accumulate(counters: U64, resid: F64, row: int, amount: F64) -> I64:
-    total = resid[row] + np.maximum(amount, 0.0)
+    total = np.maximum(amount, 0.0)
+    total += resid[row]
     whole = np.floor(total)
-    resid[row] = total - whole
+    np.subtract(total, whole, out=resid[row])
     inc: I64 = whole.astype(np.int64)
-    counters[row] += inc.astype(np.uint64)
+    counters[row] += inc.view(np.uint64)  # whole >= 0
     return inc

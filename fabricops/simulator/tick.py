@@ -33,7 +33,7 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     dead = dead_ch >= 0
     offered = np.where(dead, np.minimum(demand, cfg.retry_rate_bps), demand)
     n_slots = fab.n_channels + 1
-    up = np.append(sim.oper_up, True)[np.arange(fab.n_channels) // 2]
+    up = np.repeat(sim.oper_up, 2)  # channels 2i and 2i+1 are link i
     nominal = np.append(fab.ch_capacity_bps * up, ph.BIG * 1e9)
     act = _Active(offered)  # flows that offer nothing add nothing to any channel
     ep, off_a = act.paths(epath), act.take(offered)
@@ -126,9 +126,8 @@ def _pause_next(sim: Simulator, act: _Active, epath: I32, offered: F64, rate: F6
     overrun = min(1.0, cfg.onset_s / sim.config.tick_s)  # share of the tick before DCQCN acts
     excess = np.where(deaf, surplus, np.where(onset, surplus * overrun, 0.0))
     sim.prev_demand_bps = demand
-    pfc_capable = np.append(~fab.node_is_host[fab.ch_rx_node()], False)
-    return ph.pause_pressure(epath, act.take(excess), backlogged, len(nominal), pfc_capable,
-                             nominal)
+    return ph.pause_pressure(epath, act.take(excess), backlogged, len(nominal),
+                             fab.slot_into_switch, nominal)
 
 
 def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float, efficiency: F64) -> F64:
@@ -151,8 +150,7 @@ def _queue_thresholds(cs: ChannelSettings, cfg: ph.PhysicsConfig) -> tuple[F64, 
 def _marking(sim: Simulator, cs: ChannelSettings, queue: F64) -> F64:
     cfg, fab = sim.config.physics, sim.fabric
     kmin, kmax = cs.kmin.copy(), cs.kmax.copy()
-    nic_tx = np.append(fab.node_is_host[fab.ch_tx_node()], True)
-    kmin[nic_tx] = kmax[nic_tx] = np.inf
+    kmin[fab.slot_from_host] = kmax[fab.slot_from_host] = np.inf
     return np.nan_to_num(ph.mark_probability(queue, kmin, kmax, cfg, cs.pmax), nan=0.0)
 
 
@@ -161,7 +159,7 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
                  setting_loss: tuple[F64, F64]) -> None:
     cfg, fab, tel, rng = sim.config.physics, sim.fabric, sim.telemetry, sim.rng
     dt = sim.config.tick_s
-    tx_ch = np.where(fab.port_tx_ch >= 0, fab.port_tx_ch, fab.n_channels)
+    tx_ch = fab.port_tx_slot
     sent = tel.add("out_pkts", served[tx_ch] * dt / 8.0 / cfg.packet_bytes)
     pkts_ch = np.zeros(fab.n_channels + 1, np.int64)
     pkts_ch[tx_ch] = sent
@@ -193,11 +191,10 @@ def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64, tx_ch: I32
     fab, tel, rng = sim.fabric, sim.telemetry, sim.rng
     tx_base, ins_loss, temp_base = sim.optics()
     n = fab.n_ports
-    util = served[tx_ch] / np.maximum(fab.port_speed_bps, 1.0)
+    util = served[tx_ch] / fab.port_speed_floor
     q = queue[tx_ch]
     tx_power = tx_base + rng.normal(0.0, 0.02, n)
-    peer = np.where(fab.port_rx_ch >= 0, fab.ch_tx_port[np.maximum(fab.port_rx_ch, 0)], 0)
-    link = np.maximum(fab.port_rx_ch, 0) // 2
+    peer, link = fab.port_peer, fab.port_link
     rx_power = tx_power[peer] - ins_loss[link] + fx.rx_offset_db
     rx_power = np.where(sim.oper_up[link], rx_power, LOS_DBM)
     g = tel.port_gauges

@@ -90,3 +90,40 @@ def test_run_file_round_trip_and_cut_short(streaming: Make, tmp_path: Path) -> N
     bad.write_bytes(b"not a run file")
     with pytest.raises(RunFileError, match="bad magic"):
         RunReader(bad).header()
+
+
+def test_frames_of_a_fabric_whose_hosts_and_switches_interleave_carry_their_own_ports() -> None:
+    """Node order is the topology's: with hosts between switches, each frame still holds
+    its own ports' values (the twin cuts switch and host frames from two matrices)."""
+    from fabricops.core.topology import Topology
+    from fabricops.simulator.builders import leaf_spine
+    from fabricops.simulator.engine import SimConfig
+    from fabricops.simulator.workload import JobSpec
+
+    base = leaf_spine(gpus=32, nics_per_host=4, leaf_radix=8, spine_radix=8)
+    hosts = [n for n in base.nodes if n.is_host]
+    switches = [n for n in base.nodes if not n.is_host]
+    mixed = [n for pair in zip(switches, hosts, strict=False) for n in pair]
+    mixed += hosts[len(switches):] + switches[len(hosts):]
+    topo = Topology(nodes=tuple(mixed), links=base.links)
+    sim = Simulator(topo, SimConfig(seed=2))
+    sim.add_job(JobSpec(hosts=len(hosts), placement="random", compute_s=0.2,
+                        comm_bytes_per_nic=1e9))
+    for _ in range(3):
+        sim.step()
+    fab, tel = sim.fabric, sim.telemetry
+    octets = CATALOGUE.id_of("out_octets")
+    cnp = CATALOGUE.id_of("cnp_sent")
+    checked = 0
+    for frame in sim.frames():
+        for i in range(frame.n_samples):
+            port = fab.port_index(frame.entities[frame.entity_idx[i]])
+            if frame.metric[i] == octets:
+                assert frame.raw[i] == tel.counter("out_octets")[port]
+                checked += 1
+            elif frame.metric[i] == cnp:
+                nic = int(fab.port_nic[port])
+                assert frame.raw[i] == tel.nic_counters[0][nic]
+                checked += 1
+    assert checked == fab.n_ports + fab.n_nics
+    assert tel.counter("out_octets").any(), "the job must move traffic for this to mean much"
