@@ -58,8 +58,7 @@ class Telemetry:
         self._seq = np.zeros(fabric.n_nodes, np.uint64)
         self.silent = np.zeros(fabric.n_ports, bool)  # ports left out of frames (dead NICs)
         self._layout = self._frame_layout()
-        self._cut: list[tuple[str, tuple[str, ...], npt.NDArray[np.uint32],
-                              npt.NDArray[np.uint16], int, int, int]] = []
+        self._cut: list[tuple[Frame, int, int, int]] = []
         self._cut_cols = (0, 0)
         self._switch_ports = _as_slice(np.flatnonzero(~fabric.node_is_host[fabric.port_node]))
         self._nic_ports = _as_slice(np.asarray(fabric.nic_ports, np.int64))
@@ -152,36 +151,37 @@ class Telemetry:
         flat = (pm.reshape(-1), hosts.reshape(-1))
         seqs = self._seq.tolist()
         with_silent = set(fab.port_node[self.silent].tolist()) if self.silent.any() else ()
-        trusted, sim, cuts = Frame.trusted, Source.SIM, self._cuts(pm.shape[1], hosts.shape[1])
+        cuts = self._cuts(pm.shape[1], hosts.shape[1])
         out = []
         for node in np.flatnonzero(reporting).tolist():
-            device, entities, idx, metric, host, a, b = cuts[node]
+            like, host, a, b = cuts[node]
             if node in with_silent:
                 start, stop, _ = self._bounds[node]
                 block = flat[host][a:b].reshape(stop - start, -1)
-                out.extend(_without(device, ts_ns, seqs[node], entities, block, metric,
-                                    ~self.silent[start:stop]))
+                out.extend(_without(like.device, ts_ns, seqs[node], like.entities, block,
+                                    like.metric, ~self.silent[start:stop]))
                 continue
-            out.append(trusted(device, ts_ns, sim, seqs[node], entities, idx, metric,
-                               flat[host][a:b]))
+            out.append(like.again(ts_ns, seqs[node], flat[host][a:b]))
         return out
 
-    def _cuts(self, port_cols: int, host_cols: int) -> list[tuple[
-            str, tuple[str, ...], npt.NDArray[np.uint32], npt.NDArray[np.uint16], int, int,
-            int]]:
-        """Per node: its device, layout, and where its samples lie in the flat switch
-        port (0) or host (1) matrix of ``frames``."""
+    def _cuts(self, port_cols: int, host_cols: int) -> list[tuple[Frame, int, int, int]]:
+        """Per node: a frame of its device and layout, and where its samples lie in the
+        flat switch port (0) or host (1) matrix of ``frames``."""
         if self._cut_cols != (port_cols, host_cols):
             self._cut = []
             switch_row = np.full(self.fabric.n_ports, -1, np.int64)
             switch_row[self._switch_ports] = np.arange(len(switch_row[self._switch_ports]))
+            zeros = np.zeros(max((len(idx) for _, idx, _ in self._layout), default=0),
+                             np.uint64)  # a template's values, never read
+            zeros.flags.writeable = False
             for node, (start, stop, nic_start) in enumerate(self._bounds):
                 entities, idx, metric = self._layout[node]
                 host = int(nic_start >= 0)
                 first, cols = ((nic_start, host_cols) if host
                                else (int(switch_row[start]), port_cols))
-                self._cut.append((self.fabric.node_ids[node], entities, idx, metric, host,
-                                  first * cols, (first + stop - start) * cols))
+                like = Frame.trusted(self.fabric.node_ids[node], 0, Source.SIM, 0, entities,
+                                     idx, metric, zeros[:len(idx)])
+                self._cut.append((like, host, first * cols, (first + stop - start) * cols))
             self._cut_cols = (port_cols, host_cols)
         return self._cut
 

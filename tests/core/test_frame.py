@@ -402,3 +402,15 @@ def test_out_of_range_leaves_unknown_metrics_to_unknown_metrics() -> None:
                   np.array([float_bits(float("nan")), 0], np.uint64))
     assert frame.out_of_range().tolist() == [False, False]
     assert frame.unknown_metrics().tolist() == [True, True]
+
+
+def test_again_is_the_same_layout_at_another_time_with_other_values() -> None:
+    first = Frame.build("leaf-0", 1_000, Source.SIM, 1, ["leaf-0:eth1", "leaf-0:eth2"],
+                        ["in_octets", "oper_status"], [5, 1])
+    raw = np.array([9, 2], np.uint64)
+    raw.flags.writeable = False
+    later = first.again(2_000, 2, raw)
+    assert later == Frame("leaf-0", 2_000, Source.SIM, 2, first.entities, first.entity_idx,
+                          first.metric, raw)
+    assert (first.ts_ns, first.seq, first.raw.tolist()) == (1_000, 1, [5, 1])
+    assert later.entity_idx is first.entity_idx
