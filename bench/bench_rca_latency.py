@@ -1,4 +1,4 @@
-"""Diagnosis latency of the RCA on a 16,384-GPU rail-optimized fabric.
+"""Diagnosis latency of the RCA on a rail-optimized fabric (16,384 GPUs by default).
 
 The simulator runs a fabric-wide job; a gray-loss fault starts at 12 s. Each
 tick's frames and INT reports are encoded as on the bus, decoded and folded
@@ -11,6 +11,7 @@ against the baseline, and the time from onset to the first diagnosis naming
 the faulty link by each.
 
     python bench/bench_rca_latency.py [--gpus 16384] [--ticks 20]
+    python bench/bench_rca_latency.py --gpus 100352 --leaf-radix 128 --spine-radix 256
 """
 
 from __future__ import annotations
@@ -38,8 +39,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=16384)
     ap.add_argument("--ticks", type=int, default=20)
+    ap.add_argument("--leaf-radix", type=int, help="ports per leaf (builder default)")
+    ap.add_argument("--spine-radix", type=int, help="ports per spine (builder default)")
     args = ap.parse_args()
-    topo = rail_optimized(gpus=args.gpus)
+    radix = {k: v for k, v in (("leaf_radix", args.leaf_radix),
+                               ("spine_radix", args.spine_radix)) if v is not None}
+    topo = rail_optimized(gpus=args.gpus, **radix)
     sim = Simulator(topo, SimConfig(seed=5))
     hosts = sum(1 for _ in topo.hosts())
     sim.add_job(JobSpec(hosts=hosts, placement="random", compute_s=0.5,
