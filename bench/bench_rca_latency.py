@@ -24,6 +24,7 @@ import numpy as np
 
 from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
+from fabricops.core.wire_frame import EntityTables
 from fabricops.rca.engine import RcaConfig, RcaEngine
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
@@ -60,6 +61,7 @@ def main() -> None:
     print(f"fabric: rail-optimized {args.gpus:,} GPUs: {s['switches']:,} switches, "
           f"{s['hosts']:,} hosts, {s['ports']:,} ports, {s['links']:,} links; "
           f"candidates: {len(engines['focused'].candidates):,}")
+    tables = {name: EntityTables() for name in engines}  # as each service keeps its own
     ingest: list[tuple[float, float]] = []
     step: dict[str, list[tuple[float, float]]] = {k: [] for k in engines}
     found: dict[str, tuple[float, str, float]] = {}
@@ -70,7 +72,7 @@ def main() -> None:
         t_s = sim.tick * sim.config.tick_s
         for name, engine in engines.items():
             t0 = time.perf_counter()
-            engine.ingest_frames(Frame.decode(b) for b in frames)
+            engine.ingest_frames(Frame.decode(b, tables[name]) for b in frames)
             engine.ingest_int(IntBatch.decode(report))
             t1 = time.perf_counter()
             result = engine.step()

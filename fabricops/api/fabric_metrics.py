@@ -49,6 +49,7 @@ from fabricops.core.busio import GroupConsumer, frames_from_messages
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.liveness import Liveness
 from fabricops.core.topology import Topology
+from fabricops.core.wire_frame import EntityTables
 from fabricops.rca.view import FabricView, PortIndex
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ class FabricMetrics:
                  liveness: Liveness | None = None) -> None:
         self.config = config
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._tables = EntityTables()  # each device's last entity table
         self.index = PortIndex(topology)
         self.view = FabricView(self.index, stale_s=config.stale_s)
         self.totals = PortCounterTotals(self.index, stale_s=config.stale_s)
@@ -117,7 +119,7 @@ class FabricMetrics:
     def process(self, messages: list[Message]) -> int:
         """Fold one batch of telemetry records in; returns the frames taken."""
         rejects: list[tuple[Message, str]] = []
-        frames = frames_from_messages(messages, rejects=rejects)
+        frames = frames_from_messages(messages, rejects=rejects, tables=self._tables)
         for m, why in rejects:
             self.m_rejected.inc()
             self.dead_letters.put(m, "undecodable", why)

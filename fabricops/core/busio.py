@@ -18,6 +18,7 @@ from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig, GroupConsu
 from fabricops.core.frame import Frame, FrameDecodeError
 from fabricops.core.intreport import IntBatch
 from fabricops.core.records import Event
+from fabricops.core.wire_frame import EntityTables
 
 
 class BusFrameSink:
@@ -38,18 +39,20 @@ class BusFrameSink:
 
 
 def frames_from_messages(
-    msgs: Iterable[Message], *, rejects: list[tuple[Message, str]] | None = None
+    msgs: Iterable[Message], *, rejects: list[tuple[Message, str]] | None = None,
+    tables: EntityTables | None = None,
 ) -> list[Frame]:
     """Decode every message into a Frame, in the order given.
 
     A message that is not a valid frame raises FrameDecodeError naming its topic,
     partition and offset; if ``rejects`` is given, it is appended there with the
-    cause instead, and decoding goes on.
+    cause instead, and decoding goes on. ``tables`` (a consumer's own, kept between
+    batches) lets a device's frames share the entity table it sent before.
     """
     frames: list[Frame] = []
     for msg in msgs:
         try:
-            frames.append(Frame.decode(msg.value))
+            frames.append(Frame.decode(msg.value, tables))
         except FrameDecodeError as exc:
             if rejects is None:
                 raise FrameDecodeError(f"{msg.topic}[{msg.partition}]@{msg.offset}: "

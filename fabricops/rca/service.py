@@ -33,6 +33,7 @@ from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.liveness import Liveness
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
+from fabricops.core.wire_frame import EntityTables
 from fabricops.rca.engine import RcaConfig, RcaEngine
 from fabricops.rca.model import RcaModel
 from fabricops.store.store import Store
@@ -60,6 +61,7 @@ class RcaService:
                  liveness: Liveness | None = None) -> None:
         self.config = config
         self.bus = bus
+        self._tables = EntityTables()  # each device's last entity table
         self.store = store
         self.engine = RcaEngine(topology, model, config.engine, jobs)
         reg = registry if registry is not None else CollectorRegistry()
@@ -91,7 +93,7 @@ class RcaService:
         int_topic = self._topics[1]
         rejects: list[tuple[Message, str]] = []
         self.engine.ingest_frames(frames_from_messages(
-            (m for m in messages if m.topic != int_topic), rejects=rejects))
+            (m for m in messages if m.topic != int_topic), rejects=rejects, tables=self._tables))
         for m in messages:
             if m.topic == int_topic:
                 try:

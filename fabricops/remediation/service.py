@@ -24,6 +24,7 @@ from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.liveness import Liveness
 from fabricops.core.records import Diagnosis
+from fabricops.core.wire_frame import EntityTables
 from fabricops.remediation.engine import RemediationEngine
 from fabricops.remediation.webhook import WebhookNotifier
 from fabricops.store.store import ActionConflict, Store, StoreError
@@ -48,6 +49,7 @@ class RemediationService:
                  liveness: Liveness | None = None) -> None:
         self.config = config
         self.bus = bus
+        self._tables = EntityTables()  # each device's last entity table
         self.engine = engine
         self.store = store
         self.notifier = notifier
@@ -82,7 +84,7 @@ class RemediationService:
         watch = self.engine.watch
         rejects: list[tuple[Message, str]] = []
         watch.ingest_frames(frames_from_messages((m for m in messages if m.topic == tel),
-                                                 rejects=rejects))
+                                                 rejects=rejects, tables=self._tables))
         diagnoses = []
         for m in messages:
             try:
