@@ -31,11 +31,12 @@ from fabricops.core.topology import Topology
 from fabricops.rca.detect import RuleConfig, Symptom, detect
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
 from fabricops.rca.features import FCOL, KIND_NAMES, Candidates, PathStats, features
+from fabricops.rca.flow_paths import IntPaths
 from fabricops.rca.hold import QUIET, candidate_activity, held
 from fabricops.rca.model import CLASSES, RcaModel
 from fabricops.rca.roots import RootGroup, alternatives, pick_roots
 from fabricops.rca.signals import PortSignals, Signals
-from fabricops.rca.view import FabricView, IntPaths, PortIndex
+from fabricops.rca.view import FabricView, PortIndex
 
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]

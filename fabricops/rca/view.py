@@ -15,10 +15,11 @@ the first that reports, until it is silent for ``stale_s`` (its counters and
 clocks are not interchangeable with another source's); when it fails over,
 rates start again from the new source's first sample.
 
-INT reports give flow paths: ``IntPaths`` keeps, per sampled flow, the links it
-crossed (its two NIC links and every egress port's link), for path voting, and
-notes every flow that left a switch by another port than it did before (a
-move: in a stable ECMP fabric flows only move when a link changes state).
+A batch of frames is folded in rounds: the first frame of every device, then
+the second, and so on; a round's frames touch disjoint ports, so each round
+is one set of array operations, with the result of folding the frames one
+by one (a batch where a device reports another's ports is folded one by one).
+INT flow paths are :mod:`fabricops.rca.flow_paths`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import numpy.typing as npt
 
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
-from fabricops.core.intreport import INVALID, IntBatch
 from fabricops.core.topology import Topology
 from fabricops.rca.freshness import Freshness
 
@@ -120,6 +120,21 @@ class PortIndex:
                                                                           f"{port.name}"]
 
 
+def _sum_into(out: npt.NDArray[np.uint64], index: npt.NDArray[np.int64],
+              values: npt.NDArray[np.uint64]) -> None:
+    """``out[index] += values`` with repeated indices summed (PFC priorities into one
+    counter), wrapping as u64; without ``np.add.at`` where no index repeats."""
+    repeated = np.bincount(index, minlength=len(out))[index] > 1
+    if not repeated.any():
+        out[index] = values
+        return
+    out[index[~repeated]] = values[~repeated]
+    np.add.at(out, index[repeated], values[repeated])
+
+
+_Taken = tuple[Frame, int, bool]  # a frame, its node, whether its source took over
+
+
 class FabricView:
     """Latest per-port rates and levels, updated frame by frame (see module docstring)."""
 
@@ -152,43 +167,78 @@ class FabricView:
 
     def ingest(self, frames: Iterable[Frame]) -> None:
         """Fold frames in (any order across devices; each device's frames in time order)."""
-        for frame in frames:
-            self._one(frame)
+        taken = [t for t in (self._admit(f) for f in frames) if t is not None]
+        if not taken:
+            return
+        ports = [self._ports_of(f.entities)[f.entity_idx] for f, _, _ in taken]
+        node = np.repeat([n for _, n, _ in taken], [len(p) for p in ports])
+        port = np.concatenate(ports)
+        if (self.index.port_node[port[port >= 0]] != node[port >= 0]).any():
+            for item, p in zip(taken, ports, strict=True):  # a device reports another's
+                self._fold([item], [p])
+            return
+        nth: dict[int, int] = {}
+        rounds: list[tuple[list[_Taken], list[npt.NDArray[np.int64]]]] = []
+        for item, p in zip(taken, ports, strict=True):
+            k = nth[item[1]] = nth.get(item[1], -1) + 1
+            if k == len(rounds):
+                rounds.append(([], []))
+            rounds[k][0].append(item)
+            rounds[k][1].append(p)
+        for items, round_ports in rounds:
+            self._fold(items, round_ports)
 
-    def _one(self, frame: Frame) -> None:
+    def _admit(self, frame: Frame) -> _Taken | None:
+        """The frame's node, and whether its source took over, or None if it is not
+        folded (unknown device, or another source while the pinned one reports)."""
         ix = self.index
         node = ix.node_of.get(frame.device)
         if node is None:
             self.samples_unknown += len(frame.raw)
-            return
+            return None
         ts = frame.ts_ns
         pinned = self._source.get(node)
         if pinned is not None and pinned != frame.source and \
                 ts - self._node_ts[node] <= self.stale_ns:
             self.frames_other_source += 1
-            return
-        if pinned is not None and pinned != frame.source:
-            self._raw_ok[self._node_ports[node]] = False
+            return None
         self._source[node] = frame.source
         self.frames_seen += 1
         self.freshness.observe(node, ts, self.newest_ns)
         self._node_ts[node] = max(self._node_ts[node], ts)
         self.newest_ns = max(self.newest_ns, ts)
-        port = self._ports_of(frame.entities)[frame.entity_idx]
-        mid = frame.metric.astype(np.int64)
+        return frame, node, pinned is not None and pinned != frame.source
+
+    def _fold(self, items: list[_Taken], ports_of: list[npt.NDArray[np.int64]]) -> None:
+        """Fold frames whose ports are disjoint (see the module docstring)."""
+        for _, node, failover in items:
+            if failover:  # rates start again from the new source's first sample
+                self._raw_ok[self._node_ports[node]] = False
+        port = np.concatenate(ports_of)
+        ts_s = np.repeat([f.ts_ns for f, _, _ in items], [len(p) for p in ports_of])
+        mid = np.concatenate([f.metric for f, _, _ in items]).astype(np.int64)
+        raw = np.concatenate([f.raw for f, _, _ in items])
         top = len(self._col_of) - 1
         col = np.where(mid <= top, self._col_of[np.minimum(mid, top)], -1).astype(np.int64)
         ok = (port >= 0) & (col >= 0)
-        port, col, raw = port[ok], col[ok], frame.raw[ok]
-        ports = np.unique(port)
+        port, col, raw, ts_s = port[ok], col[ok], raw[ok], ts_s[ok]
+        seen = np.zeros(self.index.n_ports, bool)
+        seen[port] = True
+        ports = np.flatnonzero(seen)  # sorted, without a sort
         if ports.size == 0:
             return
+        rank = np.zeros(self.index.n_ports, np.int64)
+        rank[ports] = np.arange(ports.size)
+        row = rank[port]
+        ts_r = np.zeros(ports.size, np.int64)
+        ts_r[row] = ts_s  # a port's samples share their frame's time
+        ts = ts_r[:, None]
         counter = col < N_COUNTERS
         cur = np.zeros((ports.size, N_COUNTERS), np.uint64)
         have = np.zeros((ports.size, N_COUNTERS), bool)
-        row = np.searchsorted(ports, port)
-        np.add.at(cur, (row[counter], col[counter]), raw[counter])
-        have[row[counter], col[counter]] = True
+        cell = row[counter] * N_COUNTERS + col[counter]
+        _sum_into(cur.reshape(-1), cell, raw[counter])
+        have.reshape(-1)[cell] = True
         prev_ts = self._cell_ts[ports, :N_COUNTERS]
         dt = (ts - prev_ts) / 1e9
         prev, prev_ok = self._raw[ports], self._raw_ok[ports]
@@ -207,7 +257,7 @@ class FabricView:
         lval = np.where(is_state, lraw.astype(np.float64), lraw.view(np.float64))
         lv[row[level], lcol] = lval
         lhave[row[level], lcol] = True
-        port_newer = (self._port_ts[ports] <= ts)[:, None]
+        port_newer = (self._port_ts[ports] <= ts_r)[:, None]
         vals[:, N_COUNTERS:] = np.where(lhave & port_newer, lv, vals[:, N_COUNTERS:])
         self._values[ports] = vals
         self._raw[ports] = np.where(newer, cur, prev)
@@ -216,7 +266,7 @@ class FabricView:
         cell_ts[:, :N_COUNTERS] = np.where(newer, ts, prev_ts)
         cell_ts[:, N_COUNTERS:] = np.where(lhave & port_newer, ts, cell_ts[:, N_COUNTERS:])
         self._cell_ts[ports] = cell_ts
-        self._port_ts[ports] = np.maximum(self._port_ts[ports], ts)
+        self._port_ts[ports] = np.maximum(self._port_ts[ports], ts_r)
 
     def snapshot(self, now_ns: int | None = None) -> Snapshot:
         """Values as of ``now_ns`` (default: the newest sample seen)."""
@@ -228,128 +278,3 @@ class FabricView:
         cell_fresh = (self._cell_ts >= 0) & (now - self._cell_ts <= port_limit[:, None])
         values = np.where(port_fresh[:, None] & cell_fresh, self._values, np.nan)
         return Snapshot(now, values, port_fresh, node_fresh, self._port_ts >= 0)
-
-
-class IntPaths:
-    """Recently seen flow paths from INT reports, as link indices (for path voting)."""
-
-    def __init__(self, index: PortIndex, *, keep_s: float = 30.0) -> None:
-        self.index = index
-        self.keep_ns = int(keep_s * 1e9)
-        self._paths: dict[tuple[int, int, int], tuple[int, tuple[int, ...]]] = {}
-        self._egress: dict[tuple[int, int, int], tuple[int, ...]] = {}
-        self._moves: list[tuple[int, int, int, tuple[int, ...]]] = []  # ts, old, new, nodes
-        self.reports_unnamed = 0
-
-    def ingest(self, batch: IntBatch) -> None:
-        ix = self.index
-        n_nic = len(ix.nic_ports)
-        starts, counts = batch.hop_start.tolist(), batch.hop_count.tolist()
-        nodes, egress = batch.node_id.tolist(), batch.egress_port.tolist()
-        src = (batch.src_ip.astype(np.int64) - IP_BASE).tolist()
-        dst = (batch.dst_ip.astype(np.int64) - IP_BASE).tolist()
-        for i, ts in enumerate(batch.ts_ns.tolist()):
-            s, d = src[i], dst[i]
-            if not (0 <= s < n_nic and 0 <= d < n_nic):
-                self.reports_unnamed += 1
-                continue
-            links = [int(ix.port_link[ix.nic_ports[s]])]
-            ports = []
-            for h in range(starts[i], starts[i] + counts[i]):
-                if egress[h] == INVALID["egress_port"]:
-                    continue
-                p = ix.int_port.get((nodes[h], egress[h]))
-                if p is not None and ix.port_link[p] >= 0:
-                    links.append(int(ix.port_link[p]))
-                    ports.append(p)
-            links.append(int(ix.port_link[ix.nic_ports[d]]))
-            key = (s, d, int(batch.sport[i]))
-            before = self._egress.get(key)
-            if before is not None and tuple(ports) != before:
-                old_links = self._paths[key][1] if key in self._paths else ()
-                self._note_moves(ts, before, ports, (*old_links, *links))
-            self._paths[key] = (ts, tuple(dict.fromkeys(links)))
-            self._egress[key] = tuple(ports)
-
-    def _note_moves(self, ts: int, before: tuple[int, ...], after: list[int],
-                    links: tuple[int, ...]) -> None:
-        ix = self.index
-        node_of = ix.port_node
-        now = {int(node_of[p]): p for p in after}
-        nodes = tuple({int(n) for n in node_of[ix.link_ports[list(links)]].ravel()}) \
-            if links else ()
-        for p in before:
-            q = now.get(int(node_of[p]))
-            if q is not None and q != p:
-                self._moves.append((ts, p, q, nodes))
-
-    def moves(self, now_ns: int, uplink: B, unstable: B) -> F64:
-        """Per node: flows that moved from one uplink to another within ``keep_s``.
-
-        ``unstable`` is per node (an end of a link that is down or flapping, or a
-        node with a silent port): a move at such a node, or of a flow whose old or
-        new path crosses one, is forgotten for good, since every ECMP group that
-        loses or regains a member re-hashes its flows. Moves elsewhere still count
-        while a link flaps.
-        """
-        node_of = self.index.port_node
-        kept = [m for m in self._moves
-                if now_ns - m[0] <= self.keep_ns and not unstable[node_of[m[1]]]
-                and not any(unstable[n] for n in m[3])]
-        self._moves = kept
-        out = np.zeros(self.index.n_nodes)
-        if not kept:
-            return out
-        old = np.fromiter((m[1] for m in kept), np.int64, len(kept))
-        new = np.fromiter((m[2] for m in kept), np.int64, len(kept))
-        ok = uplink[old] & uplink[new]
-        np.add.at(out, node_of[old[ok]], 1.0)
-        return out
-
-    def recent(self, now_ns: int) -> list[tuple[int, int, tuple[int, ...]]]:
-        """(src NIC, dst NIC, links) of every flow reported within ``keep_s``."""
-        old = [k for k, (ts, _) in self._paths.items() if now_ns - ts > self.keep_ns]
-        for k in old:
-            del self._paths[k]
-            self._egress.pop(k, None)
-        return [(k[0], k[1], links) for k, (_, links) in self._paths.items()]
-
-    def hash_agreement(self, uplink: B) -> tuple[F64, F64]:
-        """Per node: of flow pairs with the same NICs but different source ports that
-        left the node by an uplink, the share that took the same uplink, and how many.
-
-        ECMP spreads such pairs over the uplinks (agreement about 1/uplinks); a
-        switch that ignores the source port (hash polarization) sends them all
-        the same way (agreement 1).
-        """
-        ix = self.index
-        agree, total = np.zeros(ix.n_nodes), np.zeros(ix.n_nodes)
-        groups: dict[tuple[int, int], list[tuple[int, ...]]] = {}
-        for (s, d, _), ports in self._egress.items():
-            groups.setdefault((s, d), []).append(ports)
-        for members in groups.values():
-            if len(members) < 2:
-                continue
-            first: dict[int, int] = {}
-            for ports in members:
-                for p in ports:
-                    if not uplink[p]:
-                        continue
-                    node = int(ix.port_node[p])
-                    if node in first:
-                        total[node] += 1
-                        agree[node] += first[node] == p
-                    else:
-                        first[node] = p
-        share = np.where(total > 0, agree / np.maximum(total, 1.0), 0.0)
-        return share, total
-
-    def fan_in(self) -> F64:
-        """Per NIC (in NIC order): distinct sender NICs among recently reported flows to it."""
-        senders: dict[int, set[int]] = {}
-        for s, d, _ in self._paths:
-            senders.setdefault(d, set()).add(s)
-        out = np.zeros(len(self.index.nic_ports))
-        for d, ss in senders.items():
-            out[d] = len(ss)
-        return out

@@ -127,8 +127,8 @@ def test_roots_on_the_same_nodes_are_one_incident_and_others_are_new() -> None:
 def _moves_after(change: str) -> tuple[np.ndarray, PortIndex, int]:
     """Moves per node the RCA counts from INT reports, after ``change`` on a busy fabric."""
     from fabricops.core.faults import FaultType
+    from fabricops.rca.flow_paths import IntPaths
     from fabricops.rca.signals import Signals
-    from fabricops.rca.view import IntPaths
     from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
     from fabricops.simulator.engine import SimConfig, Simulator
     from fabricops.simulator.faults import FaultSpec
