@@ -138,6 +138,8 @@ _Taken = tuple[Frame, int, bool]  # a frame, its node, whether its source took o
 class FabricView:
     """Latest per-port rates and levels, updated frame by frame (see module docstring)."""
 
+    FOLD_SAMPLES = 1 << 16  # samples folded by one set of array operations, at most
+
     def __init__(self, index: PortIndex, *, stale_s: float = 3.5) -> None:
         self.index = index
         self.stale_ns = int(stale_s * 1e9)
@@ -148,6 +150,7 @@ class FabricView:
         self._raw_ok = np.zeros((n, N_COUNTERS), bool)
         self._cell_ts = np.full((n, len(COLUMNS)), -1, np.int64)
         self._port_ts = np.full(n, -1, np.int64)
+        self._seen, self._rank = np.zeros(n, bool), np.zeros(n, np.int64)  # fold scratch
         self._node_ports = [np.flatnonzero(index.port_node == k) for k in range(index.n_nodes)]
         self._node_ts = np.full(index.n_nodes, -1, np.int64)
         self._values = np.full((n, len(COLUMNS)), np.nan)
@@ -185,8 +188,13 @@ class FabricView:
                 rounds.append(([], []))
             rounds[k][0].append(item)
             rounds[k][1].append(p)
-        for items, round_ports in rounds:
-            self._fold(items, round_ports)
+        for items, round_ports in rounds:  # in parts that stay in cache
+            start, size = 0, 0
+            for i, p in enumerate(round_ports):
+                size += len(p)
+                if size >= self.FOLD_SAMPLES or i == len(round_ports) - 1:
+                    self._fold(items[start:i + 1], round_ports[start:i + 1])
+                    start, size = i + 1, 0
 
     def _admit(self, frame: Frame) -> _Taken | None:
         """The frame's node, and whether its source took over, or None if it is not
@@ -222,14 +230,14 @@ class FabricView:
         col = np.where(mid <= top, self._col_of[np.minimum(mid, top)], -1).astype(np.int64)
         ok = (port >= 0) & (col >= 0)
         port, col, raw, ts_s = port[ok], col[ok], raw[ok], ts_s[ok]
-        seen = np.zeros(self.index.n_ports, bool)
+        seen = self._seen
         seen[port] = True
         ports = np.flatnonzero(seen)  # sorted, without a sort
+        seen[ports] = False
         if ports.size == 0:
             return
-        rank = np.zeros(self.index.n_ports, np.int64)
-        rank[ports] = np.arange(ports.size)
-        row = rank[port]
+        self._rank[ports] = np.arange(ports.size)
+        row = self._rank[port]
         ts_r = np.zeros(ports.size, np.int64)
         ts_r[row] = ts_s  # a port's samples share their frame's time
         ts = ts_r[:, None]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fabricops.core.frame import Frame, Source
 from fabricops.rca.view import FabricView, PortIndex
@@ -35,7 +36,11 @@ def _same(a: FabricView, b: FabricView) -> None:
         assert np.array_equal(x, y, equal_nan=True)
 
 
-def test_batches_of_several_ticks_in_any_device_order_equal_one_by_one() -> None:
+@pytest.mark.parametrize("fold_samples", [1 << 16, 50])
+def test_batches_of_several_ticks_in_any_device_order_equal_one_by_one(
+    monkeypatch: pytest.MonkeyPatch, fold_samples: int,
+) -> None:
+    monkeypatch.setattr(FabricView, "FOLD_SAMPLES", fold_samples)  # 50: rounds in parts
     index, ticks = _ticks(9)
     snmp = [Frame.build("leaf-0", f.ts_ns + 300_000_000, Source.SNMP, f.seq,
                         ["leaf-0:eth1"], ["in_octets"], [10**6 * k])
