@@ -72,15 +72,22 @@ def layout_problem(source: object, ts_ns: object, seq: object, entities: Any,
                or _array_problem(idx, metric, raw))
     if problem or known:
         return problem
-    n = len(entities)
-    if len(idx) and int(idx.max()) >= n:
-        bad = int(np.flatnonzero(idx >= n)[0])
-        return f"sample #{bad} has entity index {idx[bad]} but there are {n} entities"
+    problem = index_problem(idx, len(entities))
+    if problem:
+        return problem
     if type(entities) is tuple:  # lists and tuple subclasses are checked every time
         if len(_layouts) >= _LAYOUTS_MAX:
             _layouts.clear()
         key = id(idx)
         _layouts[key] = (weakref.ref(idx, lambda ref: _forget_layout(key, ref)), entities)
+    return None
+
+
+def index_problem(idx: Any, n: int) -> str | None:
+    """Why entity indices ``idx`` do not fit a table of ``n`` entities, or None."""
+    if len(idx) and int(idx.max()) >= n:
+        bad = int(np.flatnonzero(idx >= n)[0])
+        return f"sample #{bad} has entity index {idx[bad]} but there are {n} entities"
     return None
 
 

@@ -14,7 +14,8 @@ The field numbers and types are read from the schema at import; a schema
 that no longer fits this codec fails the import with ``SchemaError``.
 
 ``fabricops.core.frame`` imports this module at its top; this module binds
-``frame`` at its bottom, so either can be imported first.
+``frame`` and ``frame_codec`` (which shares the index check) at its bottom, so
+any of them can be imported first.
 """
 
 from __future__ import annotations
@@ -170,10 +171,9 @@ def decode(data: bytes | bytearray | memoryview,
     metric16 = metric.astype(np.uint16)
     known = None if tables is None else tables.known(device, entities)
     if known is not None:
-        if n and int(idx.max()) >= len(known):
-            bad = int(np.flatnonzero(idx >= len(known))[0])
-            raise fr.FrameDecodeError(f"frame of device {device!r}: sample #{bad} has entity "
-                                      f"index {idx[bad]} but there are {len(known)} entities")
+        problem = frame_codec.index_problem(idx, len(known))
+        if problem:
+            raise fr.FrameDecodeError(f"frame of device {device!r}: {problem}")
         for arr in (idx, metric16, raw):
             arr.flags.writeable = False
         return fr.Frame.trusted(device, ts_ns, source, seq, known, idx, metric16, raw)
@@ -187,3 +187,4 @@ def decode(data: bytes | bytearray | memoryview,
 
 
 from fabricops.core import frame as fr  # noqa: E402  (last: see the module docstring)
+from fabricops.core import frame_codec  # noqa: E402

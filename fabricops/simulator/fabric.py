@@ -73,59 +73,51 @@ class Fabric:
 
     def ch_tx_node(self) -> I32:
         """Per channel, the node that sends on it (read-only)."""
-        return self._derived["ch_tx_node"]
+        return self._ch_tx_node
 
     def ch_rx_node(self) -> I32:
         """Per channel, the node that receives from it (read-only)."""
-        return self._derived["ch_rx_node"]
+        return self._ch_rx_node
+
+    # Arrays every tick uses that depend on the fabric alone: computed once, read-only.
+    @cached_property
+    def _ch_tx_node(self) -> I32:
+        return _frozen(self.port_node[self.ch_tx_port])
 
     @cached_property
-    def _derived(self) -> dict[str, npt.NDArray[Any]]:
-        """Per-channel and per-port arrays every tick uses, computed once, read-only."""
-        tx_node, rx_node = self.port_node[self.ch_tx_port], self.port_node[self.ch_rx_port]
-        rx = self.port_rx_ch
-        out: dict[str, npt.NDArray[Any]] = {
-            "ch_tx_node": tx_node, "ch_rx_node": rx_node,
-            "port_tx_slot": np.where(self.port_tx_ch >= 0, self.port_tx_ch, self.n_channels),
-            "port_peer": np.where(rx >= 0, self.ch_tx_port[np.maximum(rx, 0)], 0),
-            "port_link": np.maximum(rx, 0) // 2,
-            "port_speed_floor": np.maximum(self.port_speed_bps, 1.0),
-            "slot_into_switch": np.append(~self.node_is_host[rx_node], False),
-            "slot_from_host": np.append(self.node_is_host[tx_node], True),
-        }
-        for arr in out.values():
-            arr.flags.writeable = False
-        return out
+    def _ch_rx_node(self) -> I32:
+        return _frozen(self.port_node[self.ch_rx_port])
 
-    @property
+    @cached_property
     def port_tx_slot(self) -> I32:
-        """Per port, the channel it sends on, or the dummy channel (read-only)."""
-        return self._derived["port_tx_slot"]
+        """Per port, the channel it sends on, or the dummy channel."""
+        return _frozen(np.where(self.port_tx_ch >= 0, self.port_tx_ch, self.n_channels))
 
-    @property
+    @cached_property
     def port_peer(self) -> I32:
-        """Per port, the port at the other end of its link (0 where none; read-only)."""
-        return self._derived["port_peer"]
+        """Per port, the port at the other end of its link (0 where none)."""
+        rx = self.port_rx_ch
+        return _frozen(np.where(rx >= 0, self.ch_tx_port[np.maximum(rx, 0)], 0))
 
-    @property
+    @cached_property
     def port_link(self) -> I32:
-        """Per port, its link (0 where none; read-only)."""
-        return self._derived["port_link"]
+        """Per port, its link (0 where none)."""
+        return _frozen(np.maximum(self.port_rx_ch, 0) // 2)
 
-    @property
+    @cached_property
     def port_speed_floor(self) -> F64:
-        """Per port, its speed in bit/s, at least 1 (a divisor; read-only)."""
-        return self._derived["port_speed_floor"]
+        """Per port, its speed in bit/s, at least 1 (a divisor)."""
+        return _frozen(np.maximum(self.port_speed_bps, 1.0))
 
-    @property
-    def slot_into_switch(self) -> npt.NDArray[np.bool_]:
+    @cached_property
+    def slot_into_switch(self) -> B:
         """Per channel and the dummy: True where a switch receives (PFC can pause it)."""
-        return self._derived["slot_into_switch"]
+        return _frozen(np.append(~self.node_is_host[self._ch_rx_node], False))
 
-    @property
-    def slot_from_host(self) -> npt.NDArray[np.bool_]:
+    @cached_property
+    def slot_from_host(self) -> B:
         """Per channel and the dummy (True): True where a host sends."""
-        return self._derived["slot_from_host"]
+        return _frozen(np.append(self.node_is_host[self._ch_tx_node], True))
 
     def node_index(self, node: str) -> int:
         return self._node_index[node]
@@ -160,6 +152,11 @@ class Fabric:
     _node_index: dict[str, int] = field(init=False, repr=False, default_factory=dict)
     _port_index: dict[str, int] = field(init=False, repr=False, default_factory=dict)
     _link_index: dict[str, int] = field(init=False, repr=False, default_factory=dict)
+
+
+def _frozen(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    arr.flags.writeable = False
+    return arr
 
 
 def compile_fabric(topo: Topology) -> Fabric:

@@ -9,6 +9,8 @@ rows; frames are cut per device from port-major views.
 
 from __future__ import annotations
 
+from functools import cached_property
+
 import numpy as np
 import numpy.typing as npt
 
@@ -57,9 +59,7 @@ class Telemetry:
         self.nic_gauges = np.zeros((len(NIC_GAUGES), fabric.n_nics))
         self._seq = np.zeros(fabric.n_nodes, np.uint64)
         self.silent = np.zeros(fabric.n_ports, bool)  # ports left out of frames (dead NICs)
-        self._layout = self._frame_layout()
-        self._cut: list[tuple[Frame, int, int, int]] = []
-        self._cut_cols = (0, 0)
+        self._templates = self._frame_templates()
         self._switch_ports = _as_slice(np.flatnonzero(~fabric.node_is_host[fabric.port_node]))
         self._nic_ports = _as_slice(np.asarray(fabric.nic_ports, np.int64))
         self._bounds = [
@@ -99,28 +99,28 @@ class Telemetry:
         self.nic_counters[:, nics] = 0
         self._nic_resid[:, nics] = 0.0
 
-    def _frame_layout(self) -> list[tuple[tuple[str, ...], npt.NDArray[np.uint32],
-                                          npt.NDArray[np.uint16]]]:
+    def _frame_templates(self) -> list[Frame]:
+        """Per node, its frame with every value 0: checked once here, since every tick's
+        frame of the node has this layout (``frames`` cuts them with ``Frame.again``)."""
         port_ids = np.array(
             [CATALOGUE.id_of(n) for n in (*self.counter_names, "oper_status", *PORT_GAUGES)],
             np.uint16,
         )
         nic_ids = np.array([CATALOGUE.id_of(n) for n in (*NIC_COUNTERS, *NIC_GAUGES)], np.uint16)
         both = np.concatenate((port_ids, nic_ids))
-        layout = []
-        for node in range(self.fabric.n_nodes):
-            ports = self.fabric.node_ports(node)
-            ids = both if self.fabric.node_is_host[node] else port_ids
+        fab = self.fabric
+        widest = max((len(fab.node_ports(n)) for n in range(fab.n_nodes)), default=0)
+        zeros = np.zeros(widest * len(both), np.uint64)  # shared by every template
+        templates = []
+        for node in range(fab.n_nodes):
+            ports = fab.node_ports(node)
+            ids = both if fab.node_is_host[node] else port_ids
             n = len(ports)
-            entities = self.fabric.port_ids[ports.start:ports.stop]
             idx = np.repeat(np.arange(n, dtype=np.uint32), len(ids))
-            metric = np.tile(ids, n)
-            idx.flags.writeable = metric.flags.writeable = False
-            # checked once here: every tick's frame of the node has this layout
-            Frame(self.fabric.node_ids[node], 0, Source.SIM, 0, entities, idx, metric,
-                  np.zeros(len(idx), np.uint64))
-            layout.append((entities, idx, metric))
-        return layout
+            templates.append(Frame(fab.node_ids[node], 0, Source.SIM, 0,
+                                   fab.port_ids[ports.start:ports.stop], idx,
+                                   np.tile(ids, n), zeros[:len(idx)]))
+        return templates
 
     def _port_parts(self, ports: slice | npt.NDArray[np.int64]) -> tuple[U64, ...]:
         """The metric-major rows of ``ports``: counters, oper_status, gauges as bits."""
@@ -151,7 +151,7 @@ class Telemetry:
         flat = (pm.reshape(-1), hosts.reshape(-1))
         seqs = self._seq.tolist()
         with_silent = set(fab.port_node[self.silent].tolist()) if self.silent.any() else ()
-        cuts = self._cuts(pm.shape[1], hosts.shape[1])
+        cuts = self._cuts
         out = []
         for node in np.flatnonzero(reporting).tolist():
             like, host, a, b = cuts[node]
@@ -164,26 +164,20 @@ class Telemetry:
             out.append(like.again(ts_ns, seqs[node], flat[host][a:b]))
         return out
 
-    def _cuts(self, port_cols: int, host_cols: int) -> list[tuple[Frame, int, int, int]]:
-        """Per node: a frame of its device and layout, and where its samples lie in the
-        flat switch port (0) or host (1) matrix of ``frames``."""
-        if self._cut_cols != (port_cols, host_cols):
-            self._cut = []
-            switch_row = np.full(self.fabric.n_ports, -1, np.int64)
-            switch_row[self._switch_ports] = np.arange(len(switch_row[self._switch_ports]))
-            zeros = np.zeros(max((len(idx) for _, idx, _ in self._layout), default=0),
-                             np.uint64)  # a template's values, never read
-            zeros.flags.writeable = False
-            for node, (start, stop, nic_start) in enumerate(self._bounds):
-                entities, idx, metric = self._layout[node]
-                host = int(nic_start >= 0)
-                first, cols = ((nic_start, host_cols) if host
-                               else (int(switch_row[start]), port_cols))
-                like = Frame.trusted(self.fabric.node_ids[node], 0, Source.SIM, 0, entities,
-                                     idx, metric, zeros[:len(idx)])
-                self._cut.append((like, host, first * cols, (first + stop - start) * cols))
-            self._cut_cols = (port_cols, host_cols)
-        return self._cut
+    @cached_property
+    def _cuts(self) -> list[tuple[Frame, int, int, int]]:
+        """Per node: its template, and where its samples lie in the flat switch port (0)
+        or host (1) matrix of ``frames`` (a node's rows are contiguous in either)."""
+        switch_row = np.full(self.fabric.n_ports, -1, np.int64)
+        switch_row[self._switch_ports] = np.arange(len(switch_row[self._switch_ports]))
+        cuts = []
+        for like, (start, stop, nic_start) in zip(self._templates, self._bounds, strict=True):
+            host = int(nic_start >= 0)
+            first = nic_start if host else int(switch_row[start])
+            size = like.n_samples
+            a = first * (size // (stop - start)) if stop > start else 0
+            cuts.append((like, host, a, a + size))
+        return cuts
 
 
 def _as_slice(index: npt.NDArray[np.int64]) -> slice | npt.NDArray[np.int64]:
