@@ -306,7 +306,7 @@ class Catalogue:
         return table
 
     @cached_property
-    def _bounds(self) -> npt.NDArray[np.float64]:
+    def valid_bounds(self) -> npt.NDArray[np.float64]:
         """Indexed by metric id: (low, high) of ``valid`` as float64 (counters unbounded)."""
         table = np.zeros((self.max_id + 1, 2), dtype=np.float64)
         for m in self.metrics:
@@ -327,7 +327,7 @@ class Catalogue:
         safe = np.where(inside, ids, 0)
         gauge = self.is_float[safe]
         value = np.where(gauge, raw.view(np.float64), raw.astype(np.float64))
-        low, high = self._bounds[safe, 0], self._bounds[safe, 1]
+        low, high = self.valid_bounds[safe, 0], self.valid_bounds[safe, 1]
         with np.errstate(invalid="ignore"):
             ok = (value >= low) & (value <= high) & (~gauge | np.isfinite(value))
         return np.asarray(inside & self.is_known[safe] & ~ok)

@@ -5,16 +5,26 @@ does not know and the samples that are no plausible reading of their metric
 (``Catalogue.out_of_range``: a NaN gauge, a state outside its enumeration, an
 optic reading past physical limits); the rest of the frame is kept. Each
 drop is reported with its reason, its count and a readable detail.
+
+A device sends the same metric layout frame after frame, so what the checks
+need from the catalogue (which ids are unknown, which samples have a range to
+be inside) is worked out once per layout and kept (``MAX_LAYOUTS``); each
+frame then compares only its gauge and state samples against their ranges.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Final
 
 import numpy as np
+from numpy.typing import NDArray
 
-from fabricops.core.catalogue import CATALOGUE, Catalogue
+from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
 from fabricops.core.frame import Frame
+
+MAX_LAYOUTS: Final = 4096
 
 
 @dataclass(frozen=True)
@@ -26,17 +36,60 @@ class Dropped:
     detail: str
 
 
+@dataclass(frozen=True)
+class _Checks:
+    """What one metric layout needs checked: unknown samples (None: every id is
+    known), and the samples with a range (gauges and states) with their bounds."""
+
+    unknown: NDArray[np.bool_] | None
+    ranged: NDArray[np.intp]
+    gauge: NDArray[np.bool_]
+    low: NDArray[np.float64]
+    high: NDArray[np.float64]
+
+
+@lru_cache(maxsize=MAX_LAYOUTS)
+def _checks(catalogue: Catalogue, metric: bytes) -> _Checks:
+    ids = np.frombuffer(metric, np.uint16).astype(np.int64)
+    known_ids = catalogue.is_known
+    inside = ids < len(known_ids)
+    known = inside & known_ids[np.where(inside, ids, 0)]
+    counter = np.zeros(len(ids), bool)
+    counter[known] = [catalogue.by_id(i).kind is MetricKind.COUNTER
+                      for i in ids[known].tolist()]
+    ranged = np.flatnonzero(known & ~counter)  # a counter is any u64: never out of range
+    bounds = catalogue.valid_bounds[ids[ranged]]
+    return _Checks(None if known.all() else ~known, ranged, catalogue.is_float[ids[ranged]],
+                   bounds[:, 0].copy(), bounds[:, 1].copy())
+
+
+def _implausible(frame: Frame, checks: _Checks) -> NDArray[np.bool_] | None:
+    """Per sample, True where ``Catalogue.out_of_range`` would say so; None for none."""
+    raw = frame.raw[checks.ranged]
+    value = np.where(checks.gauge, raw.view(np.float64), raw.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        ok = (value >= checks.low) & (value <= checks.high) & (~checks.gauge
+                                                                | np.isfinite(value))
+    if ok.all():
+        return None
+    out = np.zeros(len(frame.raw), bool)
+    out[checks.ranged[~ok]] = True
+    return out
+
+
 def admit_samples(frame: Frame, catalogue: Catalogue = CATALOGUE) -> tuple[Frame, list[Dropped]]:
     """``frame`` without the samples it cannot keep, and what was dropped (see module)."""
-    known = catalogue.is_known
-    ids = frame.metric.astype(np.int64)
-    unknown = ~((ids < len(known)) & known[np.minimum(ids, len(known) - 1)])
-    implausible = ~unknown & frame.out_of_range(catalogue)
+    checks = _checks(catalogue, np.asarray(frame.metric, np.uint16).tobytes())
+    bad = _implausible(frame, checks)
+    if checks.unknown is None and bad is None:
+        return frame, []
+    unknown = np.zeros(len(frame.raw), bool) if checks.unknown is None else checks.unknown
+    implausible = np.zeros(len(frame.raw), bool) if bad is None else bad
     dropped = []
     if unknown.any():
-        bad = sorted(set(frame.metric[unknown].tolist()))
+        ids = sorted(set(frame.metric[unknown].tolist()))
         dropped.append(Dropped("unknown_metric", int(unknown.sum()),
-                               f"frame of {frame.device}: metric ids {bad} are not in the "
+                               f"frame of {frame.device}: metric ids {ids} are not in the "
                                f"catalogue; {int(unknown.sum())} samples dropped"))
     if implausible.any():
         i = int(np.flatnonzero(implausible)[0])

@@ -86,12 +86,17 @@ def _lagged(base: U64, lag: int) -> U64:
 
 
 def _cost(e: U64) -> NDArray[np.int64]:
-    """Approximate coded size of each series (the last axis): bit lengths of the
-    zigzag residuals (from the exponent of their float32 value, which may round one
-    bit up)."""
-    bits = (zigzag(e).astype(np.float32).view(np.int32) >> 23) - 126
+    """Approximate coded size of each series (the last axis): per residual its zigzag
+    bit length plus one, 0 for a zero residual (bit lengths from the exponent of the
+    float32 value, which may round one bit up)."""
+    s = e.view(np.int64)
+    z = s << 1
+    z ^= s >> 63  # zigzag, in place
+    bits = z.view(np.uint64).astype(np.float32).view(np.int32)
+    bits >>= 23  # the biased exponent (127 for 1), 0 for 0
+    bits -= 125
     np.maximum(bits, 0, out=bits)
-    return np.asarray(bits.sum(axis=-1, dtype=np.int64) + np.count_nonzero(bits, axis=-1))
+    return np.asarray(bits.sum(axis=-1, dtype=np.int64))
 
 
 def rate_ratio(ts_ns: NDArray[np.int64]) -> F64:
@@ -159,16 +164,30 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
     whole = len(open_) == len(y)
     sub_y, sub_d = (y, d) if whole else (y[open_], d[open_])
     sub_modes, sub_best, sub_cost = modes[open_], best[open_], cost[open_]
-    candidates = [(ORDER2 | lag, sub_d) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
-    candidates += [(lag, sub_y) for lag in range(1, min(MAX_LAG, n - 1) + 1)]
-    candidates += [(ORDER0, sub_y)] if order0 else []
-    candidates += [(RATE_MODE, rate_residuals(sub_d, ratio))] if ratio is not None else []
-    for mode, base in candidates:
+    # A monotone series (every difference of one sign: counters, timestamps) has
+    # |y[i] - y[i-P]| >= |d[i]| and |y[i]| >= |d[i]| at every point, so order 1 at a lag
+    # above 1 and order 0 cannot beat order 1 lag 1: they are tried on the others only.
+    signed = sub_d.view(np.int64)
+    mixed = np.flatnonzero((signed < 0).any(axis=1) & (signed > 0).any(axis=1))
+    candidates: list[tuple[int, U64, NDArray[np.intp] | None]]
+    candidates = [(ORDER2 | lag, sub_d, None) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
+    candidates += [(1, sub_y, None)]
+    if len(mixed):
+        level = sub_y[mixed]
+        candidates += [(lag, level, mixed) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
+        candidates += [(ORDER0, level, mixed)] if order0 else []
+    if ratio is not None:
+        candidates += [(RATE_MODE, rate_residuals(sub_d, ratio), None)]
+    for mode, base, rows in candidates:
         e = base if mode in (ORDER0, RATE_MODE) else _lagged(base, mode & _LAG_MASK)
         c = _cost(e)
-        better = c < sub_cost
-        if better.any():
+        if rows is None:
+            better = np.flatnonzero(c < sub_cost)
             sub_modes[better], sub_cost[better], sub_best[better] = mode, c[better], e[better]
+        else:
+            better = np.flatnonzero(c < sub_cost[rows])
+            at = rows[better]
+            sub_modes[at], sub_cost[at], sub_best[at] = mode, c[better], e[better]
     modes[open_], best[open_] = sub_modes, sub_best
     return modes, best
 

@@ -34,6 +34,10 @@ def counter_rates(prev: U64, cur: U64, dt_s: float, *, reset_fraction: float = 0
     if dt_s <= 0:
         raise ValueError(f"interval must be positive, got {dt_s} s")
     down = cur < prev
+    if not down.any():  # the usual interval: every counter moved forward or stayed
+        rate = (cur - prev).astype(np.float64)
+        rate /= dt_s
+        return RateStep(rate, down, down, False)
     wrapped = down & (prev >= _TOP_HALF) & (cur < _TOP_HALF)
     decreased = down & ~wrapped
     counting = int(np.count_nonzero(prev))

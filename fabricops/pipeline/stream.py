@@ -49,8 +49,7 @@ class SeriesStream:
         self.last_ts_ns: int | None = None
         self._keys: list[tuple[str, int]] = []
         self._slot: dict[tuple[str, int], int] = {}
-        self._layout: tuple[tuple[str, ...], bytes, bytes] | None = None
-        self._frame_slots = np.zeros(0, dtype=np.int64)
+        self._layout: _Layout | None = None
         self.metric = np.zeros(0, dtype=np.uint16)
         self.last_raw = np.zeros(0, dtype=np.uint64)
         self.have = np.zeros(0, dtype=bool)
@@ -62,35 +61,46 @@ class SeriesStream:
 
     def step(self, frame: Frame, *, emit: bool = True) -> StepResult:
         """Advance by ``frame`` (known metrics only); ``emit`` False only warms state up."""
-        slots = self._slots_of(frame)
-        raw = frame.raw
-        kind = _KIND[frame.metric]
+        lay = self._layout_of(frame)
         out = StepResult()
-        rate = np.full(len(raw), np.nan)
-        had = self.have[slots]
-        if self.last_ts_ns is not None:
-            dt_s = (frame.ts_ns - self.last_ts_ns) / 1e9
-            ctr = np.flatnonzero((kind == 0) & had)
-            if ctr.size and dt_s > 0:
-                stepped = counter_rates(self.last_raw[slots[ctr]], raw[ctr], dt_s)
-                rate[ctr] = stepped.rate
-                out.reset = stepped.reset
-                out.rates = int(np.count_nonzero(~np.isnan(stepped.rate)))
-                for i in ctr[stepped.backwards]:
-                    out.backwards.append((frame.entities[frame.entity_idx[i]],
-                                          CATALOGUE.by_id(int(frame.metric[i])).name))
-        gauge = kind == 1
-        value = np.where(gauge, raw.view(np.float64), rate)
-        self._state_events(frame, slots, kind, had, out)
-        self._threshold_events(frame, slots, value, out)
-        self._anomaly_events(frame, slots, rate, out)
+        n_ctr = len(lay.counters)
+        rate = np.full(n_ctr + 1, np.nan)  # per counter sample, and NaN for the rest
+        if self.last_ts_ns is not None and n_ctr:
+            self._rates(frame, lay, (frame.ts_ns - self.last_ts_ns) / 1e9, rate, out)
+        self._state_events(frame, lay, out)
+        self._threshold_events(frame, lay, rate, out)
+        self._anomalies_and_learn(frame, lay, rate[:n_ctr], out)
         if not emit:
             out.events.clear()
-        self._learn(slots, rate)
-        self.last_raw[slots] = raw
-        self.have[slots] = True
+        self.last_raw[lay.slots] = frame.raw
+        if not lay.warm:
+            self.have[lay.slots] = True
+            lay.warm = True
         self.last_ts_ns = frame.ts_ns
         return out
+
+    def _rates(self, frame: Frame, lay: _Layout, dt_s: float, rate: NDArray[np.float64],
+               out: StepResult) -> None:
+        """Fill ``rate`` (per counter sample of ``lay``) where the counter had a value."""
+        if dt_s <= 0:
+            return
+        pos = None if lay.warm else np.flatnonzero(self.have[lay.counter_slots])
+        ctr = lay.counters if pos is None else lay.counters[pos]
+        prev = self.last_raw[lay.counter_slots if pos is None else lay.counter_slots[pos]]
+        stepped = counter_rates(prev, frame.raw[ctr], dt_s)
+        if pos is None:
+            rate[:-1] = stepped.rate
+        else:
+            rate[pos] = stepped.rate
+        out.reset = stepped.reset
+        if stepped.reset or not stepped.backwards.any():
+            out.rates = 0 if stepped.reset else len(ctr)
+            return
+        went_back = np.flatnonzero(stepped.backwards)
+        out.rates = len(ctr) - len(went_back)
+        for i in ctr[went_back].tolist():
+            out.backwards.append((frame.entities[frame.entity_idx[i]],
+                                  CATALOGUE.by_id(int(frame.metric[i])).name))
 
     _ARRAYS = ("metric", "last_raw", "have", "active", "odd", "mean", "var", "count")
 
@@ -120,23 +130,23 @@ class SeriesStream:
                 setattr(stream, name, saved[name].copy())
         return stream
 
-    def _slots_of(self, frame: Frame) -> NDArray[np.int64]:
-        layout = (frame.entities, frame.entity_idx.tobytes(), frame.metric.tobytes())
-        if layout == self._layout:
-            return self._frame_slots
+    def _layout_of(self, frame: Frame) -> _Layout:
+        key = (frame.entities, frame.entity_idx.tobytes(), frame.metric.tobytes())
+        if self._layout is not None and key == self._layout.key:
+            return self._layout
         slots = np.empty(len(frame.raw), dtype=np.int64)
         for i, (e, m) in enumerate(zip(frame.entity_idx.tolist(), frame.metric.tolist(),
                                        strict=True)):
-            key = (frame.entities[e], m)
-            slot = self._slot.get(key)
+            k = (frame.entities[e], m)
+            slot = self._slot.get(k)
             if slot is None:
-                slot = self._slot[key] = len(self._keys)
-                self._keys.append(key)
+                slot = self._slot[k] = len(self._keys)
+                self._keys.append(k)
             slots[i] = slot
         self._grow(len(self._keys))
         self.metric[slots] = frame.metric
-        self._layout, self._frame_slots = layout, slots
-        return slots
+        self._layout = _Layout.of(key, slots, frame.metric, self.rules)
+        return self._layout
 
     def _grow(self, n: int) -> None:
         extra = n - len(self.last_raw)
@@ -156,56 +166,106 @@ class SeriesStream:
                      metric=CATALOGUE.by_id(int(frame.metric[i])).name, kind=kind,
                      value=value, severity=severity, detail=detail)
 
-    def _state_events(self, frame: Frame, slots: NDArray[np.int64], kind: NDArray[np.uint8],
-                      had: NDArray[np.bool_], out: StepResult) -> None:
-        changed = np.flatnonzero((kind == 2) & had & (frame.raw != self.last_raw[slots]))
-        for i in changed:
-            new, old = int(frame.raw[i]), int(self.last_raw[slots[i]])
+    def _state_events(self, frame: Frame, lay: _Layout, out: StepResult) -> None:
+        if not len(lay.states):
+            return
+        old = self.last_raw[lay.state_slots]
+        changed = frame.raw[lay.states] != old
+        if not lay.warm:
+            changed &= self.have[lay.state_slots]
+        for j in np.flatnonzero(changed).tolist():
+            i = int(lay.states[j])
+            new = int(frame.raw[i])
             sev = Severity.CRITICAL if new == _OPER_DOWN else Severity.INFO
-            out.events.append(self._event(frame, int(i), EventKind.STATE_CHANGE, float(new),
-                                          sev, f"{old} -> {new}"))
+            out.events.append(self._event(frame, i, EventKind.STATE_CHANGE, float(new),
+                                          sev, f"{int(old[j])} -> {new}"))
 
-    def _threshold_events(self, frame: Frame, slots: NDArray[np.int64],
-                          value: NDArray[np.float64], out: StepResult) -> None:
-        now = self.rules.breached(frame.metric, value)
-        was = self.active[slots]
+    def _threshold_events(self, frame: Frame, lay: _Layout, rate: NDArray[np.float64],
+                          out: StepResult) -> None:
+        """``rate`` per counter sample, then NaN (the value of a ruled state)."""
+        r = lay.ruled
+        if not len(r):
+            return
+        value = np.where(lay.ruled_gauge, frame.raw[r].view(np.float64), rate[lay.ruled_rate])
+        with np.errstate(invalid="ignore"):
+            now = np.where(lay.below, value < lay.limit, value > lay.limit)
+        was = self.active[lay.ruled_slots]
+        if not (now != was).any():
+            return  # no condition starts or ends
         known = ~np.isnan(value)
-        for i in np.flatnonzero(now & ~was):
-            mid = int(frame.metric[i])
+        for j in np.flatnonzero(now & ~was).tolist():
+            mid = int(frame.metric[r[j]])
             rule = "below" if self.rules.below[mid] else "above"
             out.events.append(self._event(
-                frame, int(i), EventKind.THRESHOLD, float(value[i]), self.rules.severity[mid],
-                f"{rule} {self.rules.limit[mid]:g}"))
-        for i in np.flatnonzero(~now & was & known):
-            out.events.append(self._event(frame, int(i), EventKind.CLEARED, float(value[i]),
-                                          Severity.INFO, "threshold cleared"))
-        self.active[slots] = np.where(known, now, was)
+                frame, int(r[j]), EventKind.THRESHOLD, float(value[j]),
+                self.rules.severity[mid], f"{rule} {self.rules.limit[mid]:g}"))
+        for j in np.flatnonzero(~now & was & known).tolist():
+            out.events.append(self._event(frame, int(r[j]), EventKind.CLEARED,
+                                          float(value[j]), Severity.INFO, "threshold cleared"))
+        self.active[lay.ruled_slots] = np.where(known, now, was)
 
-    def _anomaly_events(self, frame: Frame, slots: NDArray[np.int64],
-                        rate: NDArray[np.float64], out: StepResult) -> None:
+    def _anomalies_and_learn(self, frame: Frame, lay: _Layout, rate: NDArray[np.float64],
+                             out: StepResult) -> None:
+        """Judge the watched rates against their EWMA, then update the EWMA mean and
+        variance of every counter with its rate unless that rate is anomalous."""
         cfg = self.rules.config
-        watched = self.rules.anomaly[frame.metric] & ~np.isnan(rate)
-        warm = watched & (self.count[slots] >= cfg.anomaly_warmup)
-        mean, std = self.mean[slots], np.sqrt(self.var[slots])
-        dev = np.abs(rate - mean)
-        odd = warm & (dev > cfg.anomaly_z * std) & (dev > cfg.anomaly_min_relative * np.abs(mean))
-        was = self.odd[slots]
-        for i in np.flatnonzero(odd & ~was):
-            out.events.append(self._event(
-                frame, int(i), EventKind.ANOMALY, float(rate[i]), Severity.WARNING,
-                f"rate {rate[i]:.4g}/s vs mean {mean[i]:.4g}/s"))
-        for i in np.flatnonzero(~odd & was & watched):
-            out.events.append(self._event(frame, int(i), EventKind.CLEARED, float(rate[i]),
-                                          Severity.INFO, "anomaly cleared"))
-        self.odd[slots] = np.where(watched, odd, was)
+        s = lay.counter_slots
+        mean, var, count, was = self.mean[s], self.var[s], self.count[s], self.odd[s]
+        known = ~np.isnan(rate)
+        watched = lay.watched & known
+        diff = rate - mean
+        dev = np.abs(diff)
+        odd = (watched & (count >= cfg.anomaly_warmup) & (dev > cfg.anomaly_z * np.sqrt(var))
+               & (dev > cfg.anomaly_min_relative * np.abs(mean)))
+        if (watched & (odd != was)).any():
+            for j in np.flatnonzero(odd & ~was).tolist():
+                out.events.append(self._event(
+                    frame, int(lay.counters[j]), EventKind.ANOMALY, float(rate[j]),
+                    Severity.WARNING, f"rate {rate[j]:.4g}/s vs mean {mean[j]:.4g}/s"))
+            for j in np.flatnonzero(~odd & was & watched).tolist():
+                out.events.append(self._event(frame, int(lay.counters[j]), EventKind.CLEARED,
+                                              float(rate[j]), Severity.INFO, "anomaly cleared"))
+            was = np.where(watched, odd, was)
+            self.odd[s] = was
+        learn = known & ~was
+        first = count == 0
+        a = cfg.anomaly_alpha
+        self.mean[s] = np.where(learn, np.where(first, rate, mean + a * diff), mean)
+        self.var[s] = np.where(learn, np.where(first, 0.0, (1 - a) * (var + a * diff * diff)),
+                               var)
+        self.count[s] = count + learn
 
-    def _learn(self, slots: NDArray[np.int64], rate: NDArray[np.float64]) -> None:
-        """Update the EWMA mean and variance with the rates of non-anomalous samples."""
-        ok = ~np.isnan(rate) & ~self.odd[slots]
-        s, x = slots[ok], rate[ok]
-        first = self.count[s] == 0
-        a = self.rules.config.anomaly_alpha
-        diff = x - self.mean[s]
-        self.mean[s] = np.where(first, x, self.mean[s] + a * diff)
-        self.var[s] = np.where(first, 0.0, (1 - a) * (self.var[s] + a * diff * diff))
-        self.count[s] += 1
+
+@dataclass
+class _Layout:
+    """What a stream works out once per frame layout: each sample's slot; which
+    samples are counters (only they have rates), states, under a threshold rule
+    (with where their value comes from) or watched for anomalies; and the slots
+    of each. ``warm``: every slot has had a value."""
+
+    key: tuple[tuple[str, ...], bytes, bytes]
+    slots: NDArray[np.int64]
+    counters: NDArray[np.intp]
+    counter_slots: NDArray[np.int64]
+    watched: NDArray[np.bool_]  # per counter sample
+    states: NDArray[np.intp]
+    state_slots: NDArray[np.int64]
+    ruled: NDArray[np.intp]
+    ruled_slots: NDArray[np.int64]
+    ruled_gauge: NDArray[np.bool_]
+    ruled_rate: NDArray[np.intp]  # position in the rates, or past them (NaN)
+    limit: NDArray[np.float64]
+    below: NDArray[np.bool_]
+    warm: bool = False
+
+    @classmethod
+    def of(cls, key: tuple[tuple[str, ...], bytes, bytes], slots: NDArray[np.int64],
+           metric: NDArray[np.uint16], rules: EventRules) -> _Layout:
+        kind = _KIND[metric]
+        counters, states = np.flatnonzero(kind == 0), np.flatnonzero(kind == 2)
+        ruled = np.flatnonzero(~np.isnan(rules.limit[metric]))
+        position = np.full(len(metric), len(counters), np.intp)
+        position[counters] = np.arange(len(counters))
+        return cls(key, slots, counters, slots[counters], rules.anomaly[metric[counters]],
+                   states, slots[states], ruled, slots[ruled], kind[ruled] == 1,
+                   position[ruled], rules.limit[metric[ruled]], rules.below[metric[ruled]])

@@ -29,6 +29,23 @@ def test_implausible_samples_are_dropped_with_their_reason_and_the_rest_kept() -
     assert "temperature_c of leaf-9:eth1" in d.detail
 
 
+def test_every_frame_of_a_known_layout_is_still_checked_sample_by_sample() -> None:
+    """The checks a layout needs are kept between frames; the values never are."""
+    mixed = ["in_octets", "temperature_c", "oper_status", "rx_power_dbm"]
+    entities = ["leaf-9:eth1"] * 4
+
+    def frame(values: list[float]) -> Frame:
+        return Frame.build("leaf-9", T, "gnmi", 1, entities, mixed, values)
+
+    assert admit_samples(frame([2.0**63, 45.0, 1, -3.0]))[1] == []
+    kept, [d] = admit_samples(frame([1.0, math.inf, 1, -3.0]))
+    assert (d.reason, d.count) == ("out_of_range", 1)
+    assert kept.values().tolist() == [1.0, 1.0, -3.0]
+    kept, [d] = admit_samples(frame([1.0, 45.0, 9, 500.0]))
+    assert (d.reason, d.count) == ("out_of_range", 2)
+    assert kept.values().tolist() == [1.0, 45.0]
+
+
 def test_a_frame_the_store_cannot_keep_is_dead_lettered_and_the_batch_goes_on(
     store: Store,
 ) -> None:
