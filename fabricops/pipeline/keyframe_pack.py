@@ -85,18 +85,44 @@ def _lagged(base: U64, lag: int) -> U64:
     return e
 
 
-def _cost(e: U64) -> NDArray[np.int64]:
+def _cost(e: U64, scratch: _Scratch | None = None) -> NDArray[np.int64]:
     """Approximate coded size of each series (the last axis): per residual its zigzag
     bit length plus one, 0 for a zero residual (bit lengths from the exponent of the
-    float32 value, which may round one bit up)."""
+    float32 value, which may round one bit up). ``scratch`` holds the temporaries."""
+    work = scratch or _Scratch(e.shape)
+    z, sign, f = work.view(len(e))[1:]
     s = e.view(np.int64)
-    z = s << 1
-    z ^= s >> 63  # zigzag, in place
-    bits = z.view(np.uint64).astype(np.float32).view(np.int32)
+    np.left_shift(s, 1, out=z)
+    np.right_shift(s, 63, out=sign)
+    z ^= sign  # zigzag
+    np.copyto(f, z.view(np.uint64), casting="unsafe")
+    bits = f.view(np.int32)
     bits >>= 23  # the biased exponent (127 for 1), 0 for 0
     bits -= 125
     np.maximum(bits, 0, out=bits)
     return np.asarray(bits.sum(axis=-1, dtype=np.int64))
+
+
+class _Scratch:
+    """Temporaries of one ``choose_residuals`` call, reused by every candidate mode."""
+
+    def __init__(self, shape: tuple[int, ...]) -> None:
+        self.lagged = np.empty(shape, np.uint64)
+        self.z = np.empty(shape, np.int64)
+        self.sign = np.empty(shape, np.int64)
+        self.f = np.empty(shape, np.float32)
+
+    def view(self, rows: int) -> tuple[U64, NDArray[np.int64], NDArray[np.int64],
+                                       NDArray[np.float32]]:
+        """The temporaries for the first ``rows`` series."""
+        return self.lagged[:rows], self.z[:rows], self.sign[:rows], self.f[:rows]
+
+
+def _lagged_into(base: U64, lag: int, out: U64) -> U64:
+    """``_lagged(base, lag)`` written into ``out``."""
+    out[:, :lag] = base[:, :lag]
+    np.subtract(base[:, lag:], base[:, :-lag], out=out[:, lag:])
+    return out
 
 
 def rate_ratio(ts_ns: NDArray[np.int64]) -> F64:
@@ -178,9 +204,11 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
         candidates += [(ORDER0, level, mixed)] if order0 else []
     if ratio is not None:
         candidates += [(RATE_MODE, rate_residuals(sub_d, ratio), None)]
+    scratch = _Scratch(sub_d.shape)
     for mode, base, rows in candidates:
-        e = base if mode in (ORDER0, RATE_MODE) else _lagged(base, mode & _LAG_MASK)
-        c = _cost(e)
+        e = base if mode in (ORDER0, RATE_MODE) else _lagged_into(
+            base, mode & _LAG_MASK, scratch.view(len(base))[0])
+        c = _cost(e, scratch)
         if rows is None:
             better = np.flatnonzero(c < sub_cost)
             sub_modes[better], sub_cost[better], sub_best[better] = mode, c[better], e[better]
