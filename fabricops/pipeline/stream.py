@@ -131,9 +131,14 @@ class SeriesStream:
         return stream
 
     def _layout_of(self, frame: Frame) -> _Layout:
+        lay = self._layout
+        if lay is not None and lay.arrays is not None and frame.entity_idx is lay.arrays[0] \
+                and frame.metric is lay.arrays[1] and frame.entities is lay.key[0]:
+            return lay  # the very columns of the last frame (a decoder shares them)
         key = (frame.entities, frame.entity_idx.tobytes(), frame.metric.tobytes())
-        if self._layout is not None and key == self._layout.key:
-            return self._layout
+        if lay is not None and key == lay.key:
+            lay.arrays = (frame.entity_idx, frame.metric)
+            return lay
         slots = np.empty(len(frame.raw), dtype=np.int64)
         for i, (e, m) in enumerate(zip(frame.entity_idx.tolist(), frame.metric.tolist(),
                                        strict=True)):
@@ -146,6 +151,7 @@ class SeriesStream:
         self._grow(len(self._keys))
         self.metric[slots] = frame.metric
         self._layout = _Layout.of(key, slots, frame.metric, self.rules)
+        self._layout.arrays = (frame.entity_idx, frame.metric)
         return self._layout
 
     def _grow(self, n: int) -> None:
@@ -257,6 +263,7 @@ class _Layout:
     limit: NDArray[np.float64]
     below: NDArray[np.bool_]
     warm: bool = False
+    arrays: tuple[NDArray[np.uint32], NDArray[np.uint16]] | None = None  # last frame's
 
     @classmethod
     def of(cls, key: tuple[tuple[str, ...], bytes, bytes], slots: NDArray[np.int64],
