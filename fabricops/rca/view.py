@@ -139,6 +139,7 @@ class FabricView:
     """Latest per-port rates and levels, updated frame by frame (see module docstring)."""
 
     FOLD_SAMPLES = 1 << 16  # samples folded by one set of array operations, at most
+    MAX_TABLES = 1 << 18  # entity tables and sample-port columns kept, at most
 
     def __init__(self, index: PortIndex, *, stale_s: float = 3.5) -> None:
         self.index = index
@@ -155,6 +156,8 @@ class FabricView:
         self._node_ts = np.full(index.n_nodes, -1, np.int64)
         self._values = np.full((n, len(COLUMNS)), np.nan)
         self._entity_cache: dict[tuple[str, ...], npt.NDArray[np.int64]] = {}
+        self._port_cache: dict[int, tuple[npt.NDArray[np.uint32], tuple[str, ...],
+                                          npt.NDArray[np.int64]]] = {}
         self._source: dict[int, str] = {}
         self.newest_ns = -1
         self.frames_seen = 0
@@ -164,16 +167,31 @@ class FabricView:
     def _ports_of(self, entities: tuple[str, ...]) -> npt.NDArray[np.int64]:
         got = self._entity_cache.get(entities)
         if got is None:
+            if len(self._entity_cache) >= self.MAX_TABLES:
+                self._entity_cache.clear()
             got = np.array([self.index.port_of.get(e, -1) for e in entities], np.int64)
             self._entity_cache[entities] = got
         return got
+
+    def _sample_ports(self, frame: Frame) -> npt.NDArray[np.int64]:
+        """The port of each sample of ``frame`` (-1: not a port of the fabric), found by
+        the identity of its columns where a decoder shares them between a device's
+        frames (the entry holds them, so their ids stay theirs)."""
+        hit = self._port_cache.get(id(frame.entity_idx))
+        if hit is not None and hit[0] is frame.entity_idx and hit[1] is frame.entities:
+            return hit[2]
+        ports = self._ports_of(frame.entities)[frame.entity_idx]
+        if len(self._port_cache) >= self.MAX_TABLES:
+            self._port_cache.clear()
+        self._port_cache[id(frame.entity_idx)] = (frame.entity_idx, frame.entities, ports)
+        return ports
 
     def ingest(self, frames: Iterable[Frame]) -> None:
         """Fold frames in (any order across devices; each device's frames in time order)."""
         taken = [t for t in (self._admit(f) for f in frames) if t is not None]
         if not taken:
             return
-        ports = [self._ports_of(f.entities)[f.entity_idx] for f, _, _ in taken]
+        ports = [self._sample_ports(f) for f, _, _ in taken]
         node = np.repeat([n for _, n, _ in taken], [len(p) for p in ports])
         port = np.concatenate(ports)
         if (self.index.port_node[port[port >= 0]] != node[port >= 0]).any():
