@@ -8,6 +8,9 @@ Three codecs of the same records, measured in the same run:
 - ``proto/numpy``: what the bus carries now, ``Frame.encode``/``decode`` and
   ``IntBatch.encode``/``decode``: protobuf records whose packed columns are
   written with ``tobytes`` and read with ``np.frombuffer``;
+- ``proto/repeat``: ``Frame.decode`` with ``EntityTables`` of a record that
+  repeats its device's last one (the same table, new values), as a consumer
+  reads a device's frames after the first two;
 - ``proto/runtime``: the same messages through the protobuf runtime's generic
   classes (built from the schema's descriptors), from and to the same NumPy
   columns, as a consumer with generated code would.
@@ -26,6 +29,7 @@ compression).
 from __future__ import annotations
 
 import argparse
+import functools
 import struct
 import time
 from collections.abc import Callable
@@ -38,6 +42,7 @@ from fabricops.core import frame_codec, wire_frame, wire_schema
 from fabricops.core.catalogue import CATALOGUE, Scope
 from fabricops.core.frame import Frame, Source
 from fabricops.core.intreport import HOP_COLUMNS, INVALID, REPORT_COLUMNS, SCHEMA, IntBatch
+from fabricops.core.wire_frame import EntityTables
 
 _FOI_HEADER = struct.Struct("<3sBII")
 _FOI_REPORT = [(n, dt) for n, dt in REPORT_COLUMNS if n != "hop_start"]
@@ -151,6 +156,8 @@ def main() -> None:
     cases: list[tuple[str, str, Any, int, Callable[[Any], bytes], Callable[[bytes], Any]]] = [
         ("frame", "legacy FOF", frame, frame.n_samples, frame_codec.encode, frame_codec.decode),
         ("frame", "proto/numpy", frame, frame.n_samples, Frame.encode, Frame.decode),
+        ("frame", "proto/repeat", frame, frame.n_samples, Frame.encode,
+         functools.partial(Frame.decode, tables=EntityTables())),
         ("frame", "proto/runtime", frame, frame.n_samples, runtime_frame_encode,
          runtime_frame_decode),
         ("INT", "legacy FOI", batch, batch.n_hops, foi_encode, foi_decode),
