@@ -95,6 +95,7 @@ class Simulator:
         self._epath = np.zeros((0, 2), np.int32)
         self._dead_ch = np.zeros(0, np.int32)
         self._optics = _optics_baseline(fab.n_ports, fab.n_links, self.rng)
+        self.port_insertion_loss = self._optics[1][fab.port_link]  # of each port's link
 
     @property
     def time_s(self) -> float:

@@ -98,6 +98,9 @@ def fair_rates(epath: I32, offered: F64, capacity: F64, iterations: int) -> F64:
 
 def path_product_complement(epath: I32, prob: F64) -> F64:
     """Probability that a flow meets at least one event of per-channel probability ``prob``."""
+    if len(epath) > 1 and not prob.any() and not np.signbit(prob).any():
+        # every channel +0.0 (a healthy fabric): every flow gets what its first gets
+        return np.full(len(epath), path_product_complement(epath[:1], prob)[0])
     keep = np.log1p(-np.clip(prob, 0.0, 1.0 - 1e-12))
     out: F64 = -np.expm1(keep[epath].sum(axis=1))
     return out

@@ -84,8 +84,10 @@ def _deaf(fx: TickEffects, epath: I32, offered: F64,
     above Xoff). A flow merely held by pauses from downstream is not deaf: its
     sender is paused in turn, and it speeds up as soon as the cause clears.
     """
-    blocked = fx.pause_fixed >= 1.0
-    deaf: npt.NDArray[np.bool_] = (offered > 0.0) & (blocked | no_ecn)[epath].any(axis=1)
+    cause = (fx.pause_fixed >= 1.0) | no_ecn
+    if not cause.any():
+        return np.zeros(len(offered), bool)
+    deaf: npt.NDArray[np.bool_] = (offered > 0.0) & cause[epath].any(axis=1)
     return deaf
 
 
@@ -189,14 +191,13 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
 
 def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64, tx_ch: I32) -> None:
     fab, tel, rng = sim.fabric, sim.telemetry, sim.rng
-    tx_base, ins_loss, temp_base = sim.optics()
+    tx_base, _, temp_base = sim.optics()
     n = fab.n_ports
     util = served[tx_ch] / fab.port_speed_floor
     q = queue[tx_ch]
     tx_power = tx_base + rng.normal(0.0, 0.02, n)
-    peer, link = fab.port_peer, fab.port_link
-    rx_power = tx_power[peer] - ins_loss[link] + fx.rx_offset_db
-    rx_power = np.where(sim.oper_up[link], rx_power, LOS_DBM)
+    rx_power = tx_power[fab.port_peer] - sim.port_insertion_loss + fx.rx_offset_db
+    rx_power = np.where(sim.oper_up[fab.port_link], rx_power, LOS_DBM)
     g = tel.port_gauges
     g[0], g[1] = q, np.minimum(q * 1.25 + sim.config.physics.packet_bytes * (q > 0),
                                sim.config.physics.xoff_bytes * 1.5)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fabricops.simulator import physics as ph
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultSpec
@@ -172,3 +173,22 @@ def test_counters_wrap_at_64_bits(streaming: Make) -> None:
     row[busy] = np.uint64(2**64 - 10)
     sim.step()
     assert int(row[busy]) < 2**40, "the counter wrapped past 2**64 like the hardware's"
+
+
+def test_path_loss_of_a_healthy_fabric_is_what_the_full_product_gives() -> None:
+    """With no loss on any channel the per-flow product is skipped; the result must be
+    the very values (signs of zero included) the product gives, and any loss anywhere
+    takes the full product."""
+    rng = np.random.default_rng(3)
+    epath = np.asfortranarray(rng.integers(0, 50, (200, 4)).astype(np.int32))
+
+    def full(prob: np.ndarray) -> np.ndarray:
+        keep = np.log1p(-np.clip(prob, 0.0, 1.0 - 1e-12))
+        return np.asarray(-np.expm1(keep[epath].sum(axis=1)))
+
+    for prob in (np.zeros(51), np.where(np.arange(51) % 2 == 0, -0.0, 0.0),
+                 np.where(np.arange(51) == 7, 1e-3, 0.0)):
+        got = ph.path_product_complement(epath, prob)
+        assert got.tobytes() == full(prob).tobytes()
+    lossy = np.where(np.arange(51) == 7, 1e-3, 0.0)
+    assert (ph.path_product_complement(epath, lossy) > 0).sum() == (epath == 7).any(axis=1).sum()
