@@ -139,7 +139,7 @@ class FabricView:
     """Latest per-port rates and levels, updated frame by frame (see module docstring)."""
 
     FOLD_SAMPLES = 1 << 16  # samples folded by one set of array operations, at most
-    MAX_TABLES = 1 << 18  # entity tables and sample-port columns kept, at most
+    MAX_TABLES = 1 << 15  # entity tables and sample-port columns kept, at most
 
     def __init__(self, index: PortIndex, *, stale_s: float = 3.5) -> None:
         self.index = index
