@@ -92,15 +92,21 @@ class RcaModel:
         and rows outside ``focus`` when given, are healthy without asking the
         classifier.
         """
-        probs = np.zeros((len(x), len(CLASSES)))
-        probs[:, 0] = 1.0
-        busy = np.abs(x[:, OWN]).sum(axis=1) > 0
-        active = np.flatnonzero(busy if focus is None else busy & focus)
-        probs[active] = self.class_probs(x[active])
-        allowed = allowed_mask()[kind]
-        typed = np.where(allowed, probs, 0.0)
-        root = typed.sum(axis=1)
-        best = np.argmax(typed, axis=1).astype(np.int64)
+        allowed = allowed_mask()
+        healthy = np.zeros(len(CLASSES))
+        healthy[0] = 1.0
+        idle = np.where(allowed, healthy, 0.0)  # what a row not asked gets, per kind
+        root = idle.sum(axis=1)[kind]
+        best = np.argmax(idle, axis=1).astype(np.int64)[kind]
+        if focus is None:
+            active = np.flatnonzero(np.abs(x[:, OWN]).sum(axis=1) > 0)
+        else:  # only the rows in focus are looked at
+            near = np.flatnonzero(focus)
+            active = near[np.abs(x[near, OWN]).sum(axis=1) > 0]
+        if len(active):
+            typed = np.where(allowed[kind[active]], self.class_probs(x[active]), 0.0)
+            root[active] = typed.sum(axis=1)
+            best[active] = np.argmax(typed, axis=1)
         return root, best
 
     def save(self, path: str | Path) -> Path:
