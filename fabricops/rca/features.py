@@ -163,7 +163,7 @@ def path_votes(ix: PortIndex, sig: PortSignals,
 def features(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats) -> F64:
     """One row per candidate, columns FEATURES."""
     flows = paths.flows
-    x = np.zeros((len(cand), len(FEATURES)))
+    x = np.zeros((len(cand), len(FEATURES)), order="F")  # filled a column at a time
     lo, hi = cand.n_links, cand.n_links + cand.n_switches
     x[:lo, FCOL["is_link"]] = 1.0
     x[lo:hi, FCOL["is_switch"]] = 1.0
