@@ -35,6 +35,7 @@ import numpy.typing as npt
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.topology import Topology
+from fabricops.rca.frame_layout import FrameLayout
 from fabricops.rca.freshness import Freshness
 
 F64 = npt.NDArray[np.float64]
@@ -151,13 +152,13 @@ class FabricView:
         self._raw_ok = np.zeros((n, N_COUNTERS), bool)
         self._cell_ts = np.full((n, len(COLUMNS)), -1, np.int64)
         self._port_ts = np.full(n, -1, np.int64)
-        self._seen, self._rank = np.zeros(n, bool), np.zeros(n, np.int64)  # fold scratch
         self._node_ports = [np.flatnonzero(index.port_node == k) for k in range(index.n_nodes)]
         self._node_ts = np.full(index.n_nodes, -1, np.int64)
         self._values = np.full((n, len(COLUMNS)), np.nan)
         self._entity_cache: dict[tuple[str, ...], npt.NDArray[np.int64]] = {}
-        self._port_cache: dict[int, tuple[npt.NDArray[np.uint32], tuple[str, ...],
-                                          npt.NDArray[np.int64]]] = {}
+        self._layouts: dict[tuple[int, int], tuple[npt.NDArray[np.uint32],
+                                                   npt.NDArray[np.uint16], tuple[str, ...],
+                                                   FrameLayout]] = {}
         self._source: dict[int, str] = {}
         self.newest_ns = -1
         self.frames_seen = 0
@@ -173,45 +174,48 @@ class FabricView:
             self._entity_cache[entities] = got
         return got
 
-    def _sample_ports(self, frame: Frame) -> npt.NDArray[np.int64]:
-        """The port of each sample of ``frame`` (-1: not a port of the fabric), found by
+    def _layout(self, frame: Frame) -> FrameLayout:
+        """Where ``frame``'s samples go (see :mod:`fabricops.rca.frame_layout`), found by
         the identity of its columns where a decoder shares them between a device's
         frames (the entry holds them, so their ids stay theirs)."""
-        hit = self._port_cache.get(id(frame.entity_idx))
-        if hit is not None and hit[0] is frame.entity_idx and hit[1] is frame.entities:
-            return hit[2]
-        ports = self._ports_of(frame.entities)[frame.entity_idx]
-        if len(self._port_cache) >= self.MAX_TABLES:
-            self._port_cache.clear()
-        self._port_cache[id(frame.entity_idx)] = (frame.entity_idx, frame.entities, ports)
-        return ports
+        key = (id(frame.entity_idx), id(frame.metric))
+        hit = self._layouts.get(key)
+        if hit is not None and hit[0] is frame.entity_idx and hit[1] is frame.metric and \
+                hit[2] is frame.entities:
+            return hit[3]
+        lay = FrameLayout.of(self._ports_of(frame.entities)[frame.entity_idx], frame.metric,
+                             self._col_of, N_COUNTERS, COL["oper_status"],
+                             self.index.port_node)
+        if len(self._layouts) >= self.MAX_TABLES:
+            self._layouts.clear()
+        self._layouts[key] = (frame.entity_idx, frame.metric, frame.entities, lay)
+        return lay
 
     def ingest(self, frames: Iterable[Frame]) -> None:
         """Fold frames in (any order across devices; each device's frames in time order)."""
         taken = [t for t in (self._admit(f) for f in frames) if t is not None]
         if not taken:
             return
-        ports = [self._sample_ports(f) for f, _, _ in taken]
-        node = np.repeat([n for _, n, _ in taken], [len(p) for p in ports])
-        port = np.concatenate(ports)
-        if (self.index.port_node[port[port >= 0]] != node[port >= 0]).any():
-            for item, p in zip(taken, ports, strict=True):  # a device reports another's
-                self._fold([item], [p])
+        lays = [self._layout(f) for f, _, _ in taken]
+        if any(lay.owners and lay.owners != (node,)
+               for lay, (_, node, _) in zip(lays, taken, strict=True)):
+            for item, lay in zip(taken, lays, strict=True):  # a device reports another's
+                self._fold([item], [lay])
             return
         nth: dict[int, int] = {}
-        rounds: list[tuple[list[_Taken], list[npt.NDArray[np.int64]]]] = []
-        for item, p in zip(taken, ports, strict=True):
+        rounds: list[tuple[list[_Taken], list[FrameLayout]]] = []
+        for item, lay in zip(taken, lays, strict=True):
             k = nth[item[1]] = nth.get(item[1], -1) + 1
             if k == len(rounds):
                 rounds.append(([], []))
             rounds[k][0].append(item)
-            rounds[k][1].append(p)
-        for items, round_ports in rounds:  # in parts that stay in cache
+            rounds[k][1].append(lay)
+        for items, round_lays in rounds:  # in parts that stay in cache
             start, size = 0, 0
-            for i, p in enumerate(round_ports):
-                size += len(p)
-                if size >= self.FOLD_SAMPLES or i == len(round_ports) - 1:
-                    self._fold(items[start:i + 1], round_ports[start:i + 1])
+            for i, lay in enumerate(round_lays):
+                size += lay.n_samples
+                if size >= self.FOLD_SAMPLES or i == len(round_lays) - 1:
+                    self._fold(items[start:i + 1], round_lays[start:i + 1])
                     start, size = i + 1, 0
 
     def _admit(self, frame: Frame) -> _Taken | None:
@@ -235,35 +239,28 @@ class FabricView:
         self.newest_ns = max(self.newest_ns, ts)
         return frame, node, pinned is not None and pinned != frame.source
 
-    def _fold(self, items: list[_Taken], ports_of: list[npt.NDArray[np.int64]]) -> None:
+    def _fold(self, items: list[_Taken], lays: list[FrameLayout]) -> None:
         """Fold frames whose ports are disjoint (see the module docstring)."""
         for _, node, failover in items:
             if failover:  # rates start again from the new source's first sample
                 self._raw_ok[self._node_ports[node]] = False
-        port = np.concatenate(ports_of)
-        ts_s = np.repeat([f.ts_ns for f, _, _ in items], [len(p) for p in ports_of])
-        mid = np.concatenate([f.metric for f, _, _ in items]).astype(np.int64)
-        raw = np.concatenate([f.raw for f, _, _ in items])
-        top = len(self._col_of) - 1
-        col = np.where(mid <= top, self._col_of[np.minimum(mid, top)], -1).astype(np.int64)
-        ok = (port >= 0) & (col >= 0)
-        port, col, raw, ts_s = port[ok], col[ok], raw[ok], ts_s[ok]
-        seen = self._seen
-        seen[port] = True
-        ports = np.flatnonzero(seen)  # sorted, without a sort
-        seen[ports] = False
+        sizes = [len(lay.ports) for lay in lays]
+        ports = np.concatenate([lay.ports for lay in lays])
         if ports.size == 0:
             return
-        self._rank[ports] = np.arange(ports.size)
-        row = self._rank[port]
-        ts_r = np.zeros(ports.size, np.int64)
-        ts_r[row] = ts_s  # a port's samples share their frame's time
-        ts = ts_r[:, None]
-        counter = col < N_COUNTERS
+        first = np.cumsum([0, *sizes[:-1]])  # each frame's first row
+        ts_r = np.repeat(np.array([f.ts_ns for f, _, _ in items], np.int64), sizes)
+        ts = ts_r[:, None]  # a port's samples share their frame's time
+        cell = np.concatenate([lay.counter_cell for lay in lays]) + np.repeat(
+            first * N_COUNTERS, [len(lay.counter_cell) for lay in lays])
+        counts = np.concatenate([f.raw[lay.counter_take] for (f, _, _), lay in
+                                 zip(items, lays, strict=True)])
         cur = np.zeros((ports.size, N_COUNTERS), np.uint64)
         have = np.zeros((ports.size, N_COUNTERS), bool)
-        cell = row[counter] * N_COUNTERS + col[counter]
-        _sum_into(cur.reshape(-1), cell, raw[counter])
+        if any(lay.counter_repeats for lay in lays):
+            _sum_into(cur.reshape(-1), cell, counts)
+        else:
+            cur.reshape(-1)[cell] = counts
         have.reshape(-1)[cell] = True
         prev_ts = self._cell_ts[ports, :N_COUNTERS]
         dt = (ts - prev_ts) / 1e9
@@ -274,15 +271,16 @@ class FabricView:
         rate = np.where(usable, delta / np.where(dt > 0, dt, 1.0), np.nan)
         vals = self._values[ports]
         vals[:, :N_COUNTERS] = np.where(newer, rate, vals[:, :N_COUNTERS])
-        level = ~counter
         lv = np.full((ports.size, len(COLUMNS) - N_COUNTERS), np.nan)
         lhave = np.zeros(lv.shape, bool)
-        lraw = raw[level]
-        lcol = col[level] - N_COUNTERS
-        is_state = lcol == 0
-        lval = np.where(is_state, lraw.astype(np.float64), lraw.view(np.float64))
-        lv[row[level], lcol] = lval
-        lhave[row[level], lcol] = True
+        lrow = np.concatenate([lay.level_row for lay in lays]) + np.repeat(
+            first, [len(lay.level_row) for lay in lays])
+        lcol = np.concatenate([lay.level_col for lay in lays])
+        lraw = np.concatenate([f.raw[lay.level_take] for (f, _, _), lay in
+                               zip(items, lays, strict=True)])
+        is_state = np.concatenate([lay.level_state for lay in lays])
+        lv[lrow, lcol] = np.where(is_state, lraw.astype(np.float64), lraw.view(np.float64))
+        lhave[lrow, lcol] = True
         port_newer = (self._port_ts[ports] <= ts_r)[:, None]
         vals[:, N_COUNTERS:] = np.where(lhave & port_newer, lv, vals[:, N_COUNTERS:])
         self._values[ports] = vals
