@@ -63,22 +63,27 @@ def _checks(catalogue: Catalogue, metric: bytes) -> _Checks:
                    bounds[:, 0].copy(), bounds[:, 1].copy())
 
 
-_BY_COLUMN: dict[tuple[int, int], tuple[Catalogue, NDArray[np.uint16], _Checks]] = {}
+class LayoutChecks:
+    """The checks of each metric column, kept between frames by the one who reads
+    them: found by the column's identity where a decoder shares one column between a
+    device's frames (an entry holds its column, so the id stays its own), else by
+    value. Holds at most ``max_columns`` columns (then starts over)."""
 
+    def __init__(self, catalogue: Catalogue = CATALOGUE,
+                 max_columns: int = 4 * MAX_LAYOUTS) -> None:
+        self.catalogue = catalogue
+        self.max_columns = max_columns
+        self._by_column: dict[int, tuple[NDArray[np.uint16], _Checks]] = {}
 
-def _checks_of(catalogue: Catalogue, metric: NDArray[np.uint16]) -> _Checks:
-    """``_checks`` of a metric column, found by identity where a decoder shares one
-    column between a device's frames (the entry holds both, so their ids stay theirs),
-    else by value."""
-    key = (id(catalogue), id(metric))
-    hit = _BY_COLUMN.get(key)
-    if hit is not None and hit[0] is catalogue and hit[1] is metric:
-        return hit[2]
-    checks = _checks(catalogue, np.asarray(metric, np.uint16).tobytes())
-    if len(_BY_COLUMN) >= MAX_LAYOUTS * 4:
-        _BY_COLUMN.clear()
-    _BY_COLUMN[key] = (catalogue, metric, checks)
-    return checks
+    def of(self, metric: NDArray[np.uint16]) -> _Checks:
+        hit = self._by_column.get(id(metric))
+        if hit is not None and hit[0] is metric:
+            return hit[1]
+        checks = _checks(self.catalogue, np.asarray(metric, np.uint16).tobytes())
+        if len(self._by_column) >= self.max_columns:
+            self._by_column.clear()
+        self._by_column[id(metric)] = (metric, checks)
+        return checks
 
 
 def _implausible(frame: Frame, checks: _Checks) -> NDArray[np.bool_] | None:
@@ -95,9 +100,14 @@ def _implausible(frame: Frame, checks: _Checks) -> NDArray[np.bool_] | None:
     return out
 
 
-def admit_samples(frame: Frame, catalogue: Catalogue = CATALOGUE) -> tuple[Frame, list[Dropped]]:
-    """``frame`` without the samples it cannot keep, and what was dropped (see module)."""
-    checks = _checks_of(catalogue, frame.metric)
+def admit_samples(frame: Frame, catalogue: Catalogue = CATALOGUE,
+                  layouts: LayoutChecks | None = None) -> tuple[Frame, list[Dropped]]:
+    """``frame`` without the samples it cannot keep, and what was dropped (see module).
+    ``layouts`` (of ``catalogue``) keeps each column's checks between calls."""
+    if layouts is not None and layouts.catalogue is not catalogue:
+        raise ValueError("layout checks of another catalogue")
+    checks = (_checks(catalogue, np.asarray(frame.metric, np.uint16).tobytes())
+              if layouts is None else layouts.of(frame.metric))
     bad = _implausible(frame, checks)
     if checks.unknown is None and bad is None:
         return frame, []

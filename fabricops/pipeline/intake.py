@@ -17,7 +17,7 @@ from fabricops.core.frame import Frame, FrameError
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Event
 from fabricops.core.wire_frame import EntityTables
-from fabricops.pipeline.admit import admit_samples
+from fabricops.pipeline.admit import LayoutChecks, admit_samples
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
 from fabricops.pipeline.windows import Origin
@@ -67,11 +67,13 @@ def int_path_records(messages: Sequence[Message], book: IntPathBook, dead: Dead,
 
 class FrameIntake:
     """What ``frames_of`` remembers between batches: each device's last entity table
-    (see ``EntityTables``) and whether the store can keep its names."""
+    (see ``EntityTables``), whether the store can keep its names, and the checks of
+    each metric column (``LayoutChecks``)."""
 
     def __init__(self) -> None:
         self.tables = EntityTables()
         self.storable: dict[str, tuple[str, ...]] = {}
+        self.checks = LayoutChecks()
 
     def store_problem(self, frame: Frame) -> str | None:
         """``store_problem(frame)``, the entity names checked once per table."""
@@ -106,7 +108,7 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
         if problem:
             dead(msg, "unstorable", problem)
             continue
-        frame, dropped = admit_samples(frame)
+        frame, dropped = admit_samples(frame, layouts=intake.checks)
         for d in dropped:
             reject(d.reason, d.detail, d.count)
         out.append((frame, (batch, (msg.topic, msg.partition), msg.offset)))

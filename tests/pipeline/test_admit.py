@@ -9,7 +9,7 @@ from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
 from fabricops.core.deadletter import DeadLetter
 from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
-from fabricops.pipeline.admit import admit_samples
+from fabricops.pipeline.admit import LayoutChecks, admit_samples
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.store.store import Store
 
@@ -30,20 +30,25 @@ def test_implausible_samples_are_dropped_with_their_reason_and_the_rest_kept() -
 
 
 def test_every_frame_of_a_known_layout_is_still_checked_sample_by_sample() -> None:
-    """The checks a layout needs are kept between frames; the values never are."""
+    """The checks a layout needs are kept between frames (``LayoutChecks``, found by
+    the very column a decoder shares); the values never are."""
     mixed = ["in_octets", "temperature_c", "oper_status", "rx_power_dbm"]
-    entities = ["leaf-9:eth1"] * 4
+    first = Frame.build("leaf-9", T, "gnmi", 1, ["leaf-9:eth1"] * 4, mixed,
+                        [2.0**63, 45.0, 1, -3.0])
+    layouts = LayoutChecks()
 
-    def frame(values: list[float]) -> Frame:
-        return Frame.build("leaf-9", T, "gnmi", 1, entities, mixed, values)
+    def again(values: list[float]) -> Frame:  # the same columns, as a decoder shares them
+        raw = Frame.build("leaf-9", T, "gnmi", 1, ["leaf-9:eth1"] * 4, mixed, values).raw
+        return first.again(T, 2, raw)
 
-    assert admit_samples(frame([2.0**63, 45.0, 1, -3.0]))[1] == []
-    kept, [d] = admit_samples(frame([1.0, math.inf, 1, -3.0]))
-    assert (d.reason, d.count) == ("out_of_range", 1)
-    assert kept.values().tolist() == [1.0, 1.0, -3.0]
-    kept, [d] = admit_samples(frame([1.0, 45.0, 9, 500.0]))
-    assert (d.reason, d.count) == ("out_of_range", 2)
-    assert kept.values().tolist() == [1.0, 45.0]
+    for checks in (layouts, None):
+        assert admit_samples(first, layouts=checks)[1] == []
+        kept, [d] = admit_samples(again([1.0, math.inf, 1, -3.0]), layouts=checks)
+        assert (d.reason, d.count) == ("out_of_range", 1)
+        assert kept.values().tolist() == [1.0, 1.0, -3.0]
+        kept, [d] = admit_samples(again([1.0, 45.0, 9, 500.0]), layouts=checks)
+        assert (d.reason, d.count) == ("out_of_range", 2)
+        assert kept.values().tolist() == [1.0, 45.0]
 
 
 def test_a_frame_the_store_cannot_keep_is_dead_lettered_and_the_batch_goes_on(
