@@ -299,6 +299,14 @@ class Catalogue:
         return table
 
     @cached_property
+    def is_counter(self) -> npt.NDArray[np.bool_]:
+        """Indexed by metric id: True where the metric is a counter."""
+        table = np.zeros(self.max_id + 1, dtype=bool)
+        for m in self.metrics:
+            table[m.id] = m.kind is MetricKind.COUNTER
+        return table
+
+    @cached_property
     def is_known(self) -> npt.NDArray[np.bool_]:
         """Indexed by metric id: True where the id names a metric."""
         table = np.zeros(self.max_id + 1, dtype=bool)

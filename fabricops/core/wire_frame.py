@@ -150,9 +150,9 @@ class EntityTables:
             self._records.clear()
         self._last[device] = entities
 
-    def recall(self, buf: bytes) -> fr.Frame | None:
-        """The frame of ``buf`` if it repeats its device's last record (see above)."""
-        head = _head(buf)
+    def recall(self, buf: bytes, head: _Head) -> fr.Frame | None:
+        """The frame of ``buf`` (its ``_head``) if it repeats its device's last record
+        (see above)."""
         if head is None:
             return None
         values, at = head
@@ -161,15 +161,14 @@ class EntityTables:
                 len(buf) - at - len(record.middle) != 8 * len(record.metric) or \
                 not buf.startswith(record.middle, at):
             return None
-        frame = _checked(values)
         raw = np.frombuffer(buf, _U8, len(record.metric), at + len(record.middle))
-        return fr.Frame.trusted(frame[0], frame[1], frame[2], frame[3], record.entities,
-                                record.entity_idx, record.metric, raw)
+        return fr.Frame.trusted(*_checked(values), record.entities, record.entity_idx,
+                                record.metric, raw)
 
-    def remember(self, buf: bytes, frame: fr.Frame) -> None:
-        """Keep ``buf`` (the record ``frame`` was decoded from) for ``recall`` where it
-        is the usual layout: head fields, then the table and columns, the values last."""
-        head = _head(buf)
+    def remember(self, buf: bytes, head: _Head, frame: fr.Frame) -> None:
+        """Keep ``buf`` (the record ``frame`` was decoded from; its ``_head``) for
+        ``recall`` where it is the usual layout: head fields, then the table and
+        columns, the values last."""
         tail = 8 * frame.n_samples
         if head is None or not _LITTLE or len(buf) - head[1] < tail:
             return
@@ -203,7 +202,10 @@ class _Record(NamedTuple):
     metric: NDArray[np.uint16]
 
 
-def _head(buf: bytes) -> tuple[dict[int, Any], int] | None:
+_Head = tuple[dict[int, Any], int] | None
+
+
+def _head(buf: bytes) -> _Head:
     """The leading scalar fields (``_HEAD``) and where the rest begins; None where one
     of them is not as ``encode`` writes it (``decode`` then reads the whole record)."""
     values: dict[int, Any] = {}
@@ -251,13 +253,15 @@ def decode(data: bytes | bytearray | memoryview,
     With ``tables``, a frame whose entity table equals the one its device sent last
     shares that tuple (and its checks are not repeated); see ``EntityTables``."""
     buf = as_bytes(data)
-    if tables is not None:
-        again = tables.recall(buf)
-        if again is not None:
-            return again
+    if tables is None:
+        return _decode(buf, None)[0]
+    head = _head(buf)
+    again = tables.recall(buf, head)
+    if again is not None:
+        return again
     frame, repeated = _decode(buf, tables)
-    if tables is not None and repeated:  # a table sent twice is worth remembering
-        tables.remember(buf, frame)
+    if repeated:  # a table sent twice is worth remembering
+        tables.remember(buf, head, frame)
     return frame
 
 

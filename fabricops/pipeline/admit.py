@@ -21,8 +21,9 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
+from fabricops.core.catalogue import CATALOGUE, Catalogue
 from fabricops.core.frame import Frame
+from fabricops.core.identity_memo import IdentityMemo
 
 MAX_LAYOUTS: Final = 4096
 
@@ -51,13 +52,11 @@ class _Checks:
 @lru_cache(maxsize=MAX_LAYOUTS)
 def _checks(catalogue: Catalogue, metric: bytes) -> _Checks:
     ids = np.frombuffer(metric, np.uint16).astype(np.int64)
-    known_ids = catalogue.is_known
-    inside = ids < len(known_ids)
-    known = inside & known_ids[np.where(inside, ids, 0)]
-    counter = np.zeros(len(ids), bool)
-    counter[known] = [catalogue.by_id(i).kind is MetricKind.COUNTER
-                      for i in ids[known].tolist()]
-    ranged = np.flatnonzero(known & ~counter)  # a counter is any u64: never out of range
+    inside = ids <= catalogue.max_id
+    safe = np.where(inside, ids, 0)
+    known = inside & catalogue.is_known[safe]
+    # a counter is any u64: never out of range
+    ranged = np.flatnonzero(known & ~catalogue.is_counter[safe])
     bounds = catalogue.valid_bounds[ids[ranged]]
     return _Checks(None if known.all() else ~known, ranged, catalogue.is_float[ids[ranged]],
                    bounds[:, 0].copy(), bounds[:, 1].copy())
@@ -66,24 +65,20 @@ def _checks(catalogue: Catalogue, metric: bytes) -> _Checks:
 class LayoutChecks:
     """The checks of each metric column, kept between frames by the one who reads
     them: found by the column's identity where a decoder shares one column between a
-    device's frames (an entry holds its column, so the id stays its own), else by
-    value. Holds at most ``max_columns`` columns (then starts over)."""
+    device's frames (see ``IdentityMemo``), else by value. Holds at most
+    ``max_columns`` columns."""
 
     def __init__(self, catalogue: Catalogue = CATALOGUE,
                  max_columns: int = 4 * MAX_LAYOUTS) -> None:
         self.catalogue = catalogue
-        self.max_columns = max_columns
-        self._by_column: dict[int, tuple[NDArray[np.uint16], _Checks]] = {}
+        self._by_column: IdentityMemo[_Checks] = IdentityMemo(max_columns)
 
     def of(self, metric: NDArray[np.uint16]) -> _Checks:
-        hit = self._by_column.get(id(metric))
-        if hit is not None and hit[0] is metric:
-            return hit[1]
-        checks = _checks(self.catalogue, np.asarray(metric, np.uint16).tobytes())
-        if len(self._by_column) >= self.max_columns:
-            self._by_column.clear()
-        self._by_column[id(metric)] = (metric, checks)
-        return checks
+        hit = self._by_column.get(metric)
+        if hit is not None:
+            return hit
+        return self._by_column.put(
+            (metric,), _checks(self.catalogue, np.asarray(metric, np.uint16).tobytes()))
 
 
 def _implausible(frame: Frame, checks: _Checks) -> NDArray[np.bool_] | None:

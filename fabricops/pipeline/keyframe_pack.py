@@ -80,9 +80,7 @@ def _first_differences(y: U64) -> U64:
 
 
 def _lagged(base: U64, lag: int) -> U64:
-    e = base.copy()
-    e[:, lag:] -= base[:, :-lag]
-    return e
+    return _lagged_into(base, lag, np.empty_like(base))
 
 
 def _cost(e: U64, scratch: _Scratch | None = None) -> NDArray[np.int64]:
@@ -119,7 +117,7 @@ class _Scratch:
 
 
 def _lagged_into(base: U64, lag: int, out: U64) -> U64:
-    """``_lagged(base, lag)`` written into ``out``."""
+    """``base[:, i] - base[:, i - lag]`` (terms before the first point 0), into ``out``."""
     out[:, :lag] = base[:, :lag]
     np.subtract(base[:, lag:], base[:, :-lag], out=out[:, lag:])
     return out

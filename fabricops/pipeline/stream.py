@@ -132,7 +132,7 @@ class SeriesStream:
 
     def _layout_of(self, frame: Frame) -> _Layout:
         lay = self._layout
-        if lay is not None and lay.arrays is not None and frame.entity_idx is lay.arrays[0] \
+        if lay is not None and frame.entity_idx is lay.arrays[0] \
                 and frame.metric is lay.arrays[1] and frame.entities is lay.key[0]:
             return lay  # the very columns of the last frame (a decoder shares them)
         key = (frame.entities, frame.entity_idx.tobytes(), frame.metric.tobytes())
@@ -150,8 +150,7 @@ class SeriesStream:
             slots[i] = slot
         self._grow(len(self._keys))
         self.metric[slots] = frame.metric
-        self._layout = _Layout.of(key, slots, frame.metric, self.rules)
-        self._layout.arrays = (frame.entity_idx, frame.metric)
+        self._layout = _Layout.of(key, slots, frame, self.rules)
         return self._layout
 
     def _grow(self, n: int) -> None:
@@ -250,6 +249,7 @@ class _Layout:
     of each. ``warm``: every slot has had a value."""
 
     key: tuple[tuple[str, ...], bytes, bytes]
+    arrays: tuple[NDArray[np.uint32], NDArray[np.uint16]]  # the last frame's columns
     slots: NDArray[np.int64]
     counters: NDArray[np.intp]
     counter_slots: NDArray[np.int64]
@@ -263,16 +263,17 @@ class _Layout:
     limit: NDArray[np.float64]
     below: NDArray[np.bool_]
     warm: bool = False
-    arrays: tuple[NDArray[np.uint32], NDArray[np.uint16]] | None = None  # last frame's
 
     @classmethod
     def of(cls, key: tuple[tuple[str, ...], bytes, bytes], slots: NDArray[np.int64],
-           metric: NDArray[np.uint16], rules: EventRules) -> _Layout:
+           frame: Frame, rules: EventRules) -> _Layout:
+        metric = frame.metric
         kind = _KIND[metric]
         counters, states = np.flatnonzero(kind == 0), np.flatnonzero(kind == 2)
         ruled = np.flatnonzero(~np.isnan(rules.limit[metric]))
         position = np.full(len(metric), len(counters), np.intp)
         position[counters] = np.arange(len(counters))
-        return cls(key, slots, counters, slots[counters], rules.anomaly[metric[counters]],
-                   states, slots[states], ruled, slots[ruled], kind[ruled] == 1,
-                   position[ruled], rules.limit[metric[ruled]], rules.below[metric[ruled]])
+        return cls(key, (frame.entity_idx, metric), slots, counters, slots[counters],
+                   rules.anomaly[metric[counters]], states, slots[states], ruled,
+                   slots[ruled], kind[ruled] == 1, position[ruled],
+                   rules.limit[metric[ruled]], rules.below[metric[ruled]])

@@ -34,6 +34,7 @@ import numpy.typing as npt
 
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
+from fabricops.core.identity_memo import IdentityMemo
 from fabricops.core.topology import Topology
 from fabricops.rca.frame_layout import FrameLayout
 from fabricops.rca.freshness import Freshness
@@ -156,9 +157,7 @@ class FabricView:
         self._node_ts = np.full(index.n_nodes, -1, np.int64)
         self._values = np.full((n, len(COLUMNS)), np.nan)
         self._entity_cache: dict[tuple[str, ...], npt.NDArray[np.int64]] = {}
-        self._layouts: dict[tuple[int, int], tuple[npt.NDArray[np.uint32],
-                                                   npt.NDArray[np.uint16], tuple[str, ...],
-                                                   FrameLayout]] = {}
+        self._layouts: IdentityMemo[FrameLayout] = IdentityMemo(self.MAX_TABLES)
         self._source: dict[int, str] = {}
         self.newest_ns = -1
         self.frames_seen = 0
@@ -177,19 +176,14 @@ class FabricView:
     def _layout(self, frame: Frame) -> FrameLayout:
         """Where ``frame``'s samples go (see :mod:`fabricops.rca.frame_layout`), found by
         the identity of its columns where a decoder shares them between a device's
-        frames (the entry holds them, so their ids stay theirs)."""
-        key = (id(frame.entity_idx), id(frame.metric))
-        hit = self._layouts.get(key)
-        if hit is not None and hit[0] is frame.entity_idx and hit[1] is frame.metric and \
-                hit[2] is frame.entities:
-            return hit[3]
-        lay = FrameLayout.of(self._ports_of(frame.entities)[frame.entity_idx], frame.metric,
-                             self._col_of, N_COUNTERS, COL["oper_status"],
-                             self.index.port_node)
-        if len(self._layouts) >= self.MAX_TABLES:
-            self._layouts.clear()
-        self._layouts[key] = (frame.entity_idx, frame.metric, frame.entities, lay)
-        return lay
+        frames (see ``IdentityMemo``)."""
+        columns = (frame.entities, frame.entity_idx, frame.metric)
+        hit = self._layouts.get(*columns)
+        if hit is not None:
+            return hit
+        return self._layouts.put(columns, FrameLayout.of(
+            self._ports_of(frame.entities)[frame.entity_idx], frame.metric, self._col_of,
+            N_COUNTERS, COL["oper_status"], self.index.port_node))
 
     def ingest(self, frames: Iterable[Frame]) -> None:
         """Fold frames in (any order across devices; each device's frames in time order)."""
