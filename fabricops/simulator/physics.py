@@ -150,7 +150,10 @@ def pause_pressure(
     pauses the channel the flow arrived on for as long as that excess takes to
     cross it. Excess held at the sender itself (first hop) needs no pause.
     """
-    ahead = backlogged[epath[:, 1:]] & (excess > 0)[:, None]
+    pushing = excess > 0
+    if not pushing.any():  # nothing waits anywhere: no pause
+        return np.zeros(n_slots)
+    ahead = backlogged[epath[:, 1:]] & pushing[:, None]
     feeders = epath[:, :-1][ahead]
     weights = np.broadcast_to(excess[:, None], ahead.shape)[ahead]
     need = sum_at(feeders, weights, n_slots)

@@ -47,15 +47,18 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     backlogged = off_load > cap * 1.0001
     backlogged[-1] = False
     deaf_a = _deaf(fx, ep, off_a, backlogged & cs.ecn_deaf)
-    push_a = np.where(deaf_a, off_a, fair_a)
-    queue = ph.queue_depth(ph.channel_sum(ep, push_a, n_slots),
-                           ph.channel_sum(ep, fair_a, n_slots), cap, cfg,
-                           *_queue_thresholds(cs, cfg))
+    fair_load = ph.channel_sum(ep, fair_a, n_slots)
+    # with no deaf flow, what is pushed is the fair share (the same sums, bit for bit)
+    push_load = ph.channel_sum(ep, np.where(deaf_a, off_a, fair_a), n_slots) \
+        if deaf_a.any() else fair_load
+    queue = ph.queue_depth(push_load, fair_load, cap, cfg, *_queue_thresholds(cs, cfg))
     queue[-1] = 0.0
     mark_ch = _marking(sim, cs, queue)
     marked_a = ph.path_product_complement(ep, mark_ch)
-    rate_a = fair_a * ph.dcqcn_share(marked_a, cfg)
-    served = ph.channel_sum(ep, rate_a, n_slots)
+    keep = ph.dcqcn_share(marked_a, cfg)
+    rate_a = fair_a * keep
+    # no sender slowed by marking: it carries its fair share
+    served = fair_load if bool((keep == 1.0).all()) else ph.channel_sum(ep, rate_a, n_slots)
     rate, marked = act.put(rate_a), act.put(marked_a)
     goodput = np.where(dead, 0.0, rate * ph.goodput_share(loss, cfg))
     sim.pause_next = _pause_next(sim, act, ep, offered, rate, demand, act.put(deaf_a),
