@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -137,8 +137,10 @@ def replay(ls: LabelledScenario, model: RcaModel | None, *, collect: bool = Fals
             v = step.x[: cand.n_links, FCOL["l_vote_rel"]]
             votes = [int(i) for i in np.argsort(-v)[:3] if v[i] > 0]
         result.ticks.append(TickOutcome(t_s, step.diagnosis, rules, votes, step.diagnoses))
-        if keep_steps:
-            result.steps.append(step)
+        if keep_steps:  # without keep_features, the engine fills x again next step
+            x = step.x
+            result.steps.append(replace(step, x=x.copy()) if x is not None and not collect
+                                else step)
         if collect and step.x is not None and t_s >= FIRST_LABEL_S:
             _collect(result, step.x, {s.candidate for s in step.symptoms}, t_s, rng, negatives)
     bus.stop()

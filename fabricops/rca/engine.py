@@ -83,7 +83,11 @@ class RcaConfig(BaseModel):
 
 @dataclass
 class StepResult:
-    """One step: what was seen and concluded (features are kept for training)."""
+    """One step: what was seen and concluded.
+
+    ``x`` (the feature rows, or None when the step had nothing to score) is the
+    engine's working matrix, filled again by its next step, unless the step was
+    taken with ``keep_features``: then it is the caller's (for training)."""
 
     ts_ns: int
     signals: PortSignals
@@ -116,6 +120,7 @@ class RcaEngine:
         self._cand_nodes = self.candidates.nodes(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
         self._fan_usual: F64 | None = None
+        self._work: F64 | None = None  # the feature matrix steps fill (see StepResult)
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
                                     minlength=self.index.n_nodes).astype(float)
 
@@ -146,7 +151,11 @@ class RcaEngine:
                            if snap.ts_ns - v[2] <= clear_ns}
         self._fresh = {k: v for k, v in self._fresh.items() if k in self._incidents}
         if symptoms or keep_features:
-            x = features(self.index, self.candidates, sig, stats)
+            # the working matrix is reused: a new 300k-row matrix each step at 100k GPUs
+            # costs more in first touches of its pages than filling it
+            x = features(self.index, self.candidates, sig, stats,
+                         None if keep_features else self._work)
+            self._work = self._work if keep_features else x
         if symptoms and self.model is not None and x is not None:
             focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
             root, best = self.model.scores(x, self.candidates.kind, focus)

@@ -160,10 +160,17 @@ def path_votes(ix: PortIndex, sig: PortSignals,
     return bad_n / np.maximum(seen, 1.0), votes
 
 
-def features(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats) -> F64:
-    """One row per candidate, columns FEATURES."""
+def features(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
+             out: F64 | None = None) -> F64:
+    """One row per candidate, columns FEATURES: in ``out`` when it is a matrix of that
+    shape in column order (cleared first), else in a new one."""
     flows = paths.flows
-    x = np.zeros((len(cand), len(FEATURES)), order="F")  # filled a column at a time
+    shape = (len(cand), len(FEATURES))
+    if out is not None and out.shape == shape and out.flags.f_contiguous:
+        x = out
+        x.fill(0.0)
+    else:
+        x = np.zeros(shape, order="F")  # filled a column at a time
     lo, hi = cand.n_links, cand.n_links + cand.n_switches
     x[:lo, FCOL["is_link"]] = 1.0
     x[lo:hi, FCOL["is_switch"]] = 1.0
