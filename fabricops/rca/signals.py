@@ -27,7 +27,10 @@ _TIER = {NodeRole.HOST: 0, NodeRole.LEAF: 1, NodeRole.SWITCH: 1, NodeRole.SPINE:
 
 
 def _nz(x: F64) -> F64:
-    out: F64 = np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+    """A contiguous copy of ``x`` with NaN and infinities as 0 (what ``np.nan_to_num``
+    gives, faster on a strided column of a snapshot)."""
+    out: F64 = np.array(x, dtype=np.float64)
+    out[~np.isfinite(out)] = 0.0
     return out
 
 

@@ -293,6 +293,17 @@ class FabricView:
         port_limit = node_limit[self.index.port_node]
         port_fresh = (self._port_ts >= 0) & (now - self._port_ts <= port_limit)
         node_fresh = (self._node_ts >= 0) & (now - self._node_ts <= node_limit)
-        cell_fresh = (self._cell_ts >= 0) & (now - self._cell_ts <= port_limit[:, None])
+        cell_fresh = fresh_cells(self._cell_ts, now, port_limit)
         values = np.where(port_fresh[:, None] & cell_fresh, self._values, np.nan)
         return Snapshot(now, values, port_fresh, node_fresh, self._port_ts >= 0)
+
+
+def fresh_cells(cell_ts: npt.NDArray[np.int64], now: int, limit: F64) -> B:
+    """``(cell_ts >= 0) & (now - cell_ts <= limit[:, None])``: for integer ages,
+    ``age <= floor(limit)``, so one threshold per row instead of an age per cell."""
+    whole = np.floor(limit)
+    if not 0 <= now < 2**62 or not (np.abs(whole) < 2.0**62).all():  # NaN, inf, far from now
+        out: B = (cell_ts >= 0) & (now - cell_ts <= limit[:, None])
+        return out
+    oldest = np.maximum(now - whole.astype(np.int64), 0)
+    return np.asarray(cell_ts >= oldest[:, None])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from fabricops.core.frame import Frame, Source
-from fabricops.rca.view import FabricView, PortIndex
+from fabricops.rca.view import FabricView, PortIndex, fresh_cells
 from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
@@ -112,3 +112,17 @@ def test_pause_counters_of_every_priority_are_summed_into_one_rate() -> None:
     p = index.port_of["leaf-0:eth2"]
     assert snap.col("pfc_rx_pause")[p] == 40.0
     assert snap.col("in_octets")[p] == 4.0, "a counter near 2**64 stays exact"
+
+
+def test_fresh_cells_are_those_within_their_rows_limit() -> None:
+    rng = np.random.default_rng(5)
+    for now in (0, 7, 1_764_000_000_000_000_000, 2**62 + 5):
+        cell_ts = now - rng.integers(-3, 12, (200, 6))
+        cell_ts[rng.random(cell_ts.shape) < 0.1] = -1  # never reported
+        limit = rng.choice([-2.5, -1.0, 0.0, 0.5, 3.0, 3.7, 10.0], 200)
+        for odd in (None, np.nan, np.inf, -np.inf, 2.0**70):
+            lim = limit.copy()
+            if odd is not None:
+                lim[3] = odd
+            want = (cell_ts >= 0) & (now - cell_ts <= lim[:, None])
+            assert np.array_equal(fresh_cells(cell_ts, now, lim), want), (now, odd)
