@@ -30,7 +30,7 @@ from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
 from fabricops.rca.detect import RuleConfig, Symptom, detect
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
-from fabricops.rca.features import FCOL, KIND_NAMES, Candidates, PathStats, features
+from fabricops.rca.features import FCOL, FEATURES, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.flow_paths import IntPaths
 from fabricops.rca.hold import QUIET, candidate_activity, held
 from fabricops.rca.model import CLASSES, RcaModel
@@ -120,7 +120,10 @@ class RcaEngine:
         self._cand_nodes = self.candidates.nodes(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
         self._fan_usual: F64 | None = None
-        self._work: F64 | None = None  # the feature matrix steps fill (see StepResult)
+        # the feature matrix steps fill (see StepResult), its pages touched now: the
+        # first step with symptoms is the one whose time matters most
+        self._work: F64 | None = np.empty((len(self.candidates), len(FEATURES)), order="F")
+        self._work.fill(0.0)
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
                                     minlength=self.index.n_nodes).astype(float)
 
