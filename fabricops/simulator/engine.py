@@ -88,6 +88,7 @@ class Simulator:
         self.paths = np.zeros((0, 2), np.int32)
         self.routable = np.zeros(0, bool)
         self.prev_demand_bps = np.zeros(0)
+        self._line_rate: tuple[I32, I32, F64] | None = None  # see line_rate_bps
         self.pause_next = np.zeros(fab.n_channels + 1)
         self.reporting = np.ones(fab.n_nodes, bool)
         self.last: TickObservation | None = None
@@ -183,10 +184,17 @@ class Simulator:
         self.routable = np.concatenate((self.routable, np.zeros(extra, bool)))
 
     def line_rate_bps(self) -> F64:
-        """Line rate of every flow: the slower of its two NICs."""
+        """Line rate of every flow: the slower of its two NICs (read-only; worked out again
+        only when flows are added, which replaces the flow arrays)."""
         fab, fl = self.fabric, self.workload.flows
+        kept = self._line_rate
+        if kept is not None and kept[0] is fl.src_nic and kept[1] is fl.dst_nic:
+            return kept[2]
         speed = fab.port_speed_bps[fab.nic_ports]
-        return np.minimum(speed[fl.src_nic], speed[fl.dst_nic])
+        line = np.minimum(speed[fl.src_nic], speed[fl.dst_nic])
+        line.flags.writeable = False
+        self._line_rate = (fl.src_nic, fl.dst_nic, line)
+        return line
 
     def step(self) -> TickObservation:
         """Simulate one tick; return what happened in it."""

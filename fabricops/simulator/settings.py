@@ -65,6 +65,10 @@ class ChannelSettings:
     pfc_ok: B
     mtu_loss: F64
     headroom_short: F64  # share of the needed headroom the receiving port lacks
+    settle_kmin: F64  # where a queue settles: between these (see ``_settling``)
+    settle_kmax: F64
+    mark_kmin: F64  # marking thresholds; a NIC's own channel into the fabric never marks
+    mark_kmax: F64
 
     def buffer_loss(self, pause: F64) -> F64:
         """Share of a channel's packets dropped for a pause it cannot take, or take in full."""
@@ -181,13 +185,25 @@ class RunningConfig:
         switch_rx = ~fab.node_is_host[fab.port_node[rx]]
         kmin = np.where(self.ecn_on[tx], self.kmin[tx], np.inf).astype(np.float64)
         deaf = ~self.ecn_on[tx] | (kmin >= cfg.xoff_bytes)
+        kmin_ch, kmax_ch = np.append(kmin, np.inf), np.append(self.kmax[tx].astype(float), np.inf)
+        mark_kmin, mark_kmax = kmin_ch.copy(), kmax_ch.copy()
+        mark_kmin[fab.slot_from_host] = mark_kmax[fab.slot_from_host] = np.inf
         out = ChannelSettings(
-            kmin=np.append(kmin, np.inf), kmax=np.append(self.kmax[tx].astype(float), np.inf),
+            kmin=kmin_ch, kmax=kmax_ch,
             pmax=np.append(self.pct[tx] / 100.0, 0.0), ecn_deaf=np.append(deaf, False),
             pfc_ok=np.append(pfc_ok, True), mtu_loss=np.append(mtu_loss, 0.0),
-            headroom_short=np.append(np.where(switch_rx, short, 0.0), 0.0))
+            headroom_short=np.append(np.where(switch_rx, short, 0.0), 0.0),
+            **_settling(kmin_ch, kmax_ch, cfg), mark_kmin=mark_kmin, mark_kmax=mark_kmax)
         self._cache = (self.version, out)
         return out
+
+
+def _settling(kmin: F64, kmax: F64, cfg: PhysicsConfig) -> dict[str, F64]:
+    """Where queues settle: between the configured ECN thresholds where those are higher
+    than the physics' own (up to Xoff), else where DCQCN keeps them anyway."""
+    lo = np.clip(np.maximum(kmin, cfg.ecn_kmin_bytes), None, cfg.xoff_bytes)
+    hi = np.clip(np.maximum(kmax, cfg.ecn_kmax_bytes), None, cfg.xoff_bytes)
+    return {"settle_kmin": lo, "settle_kmax": np.maximum(hi, lo)}
 
 
 def _mask_text(mask: int) -> str:

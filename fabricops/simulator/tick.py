@@ -10,7 +10,6 @@ import numpy.typing as npt
 from fabricops.simulator import physics as ph
 from fabricops.simulator.effects import TickEffects
 from fabricops.simulator.observe import TickObservation
-from fabricops.simulator.settings import ChannelSettings
 
 if TYPE_CHECKING:
     from fabricops.simulator.engine import Simulator
@@ -51,9 +50,10 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     # with no deaf flow, what is pushed is the fair share (the same sums, bit for bit)
     push_load = ph.channel_sum(ep, np.where(deaf_a, off_a, fair_a), n_slots) \
         if deaf_a.any() else fair_load
-    queue = ph.queue_depth(push_load, fair_load, cap, cfg, *_queue_thresholds(cs, cfg))
+    queue = ph.queue_depth(push_load, fair_load, cap, cfg, cs.settle_kmin, cs.settle_kmax)
     queue[-1] = 0.0
-    mark_ch = _marking(sim, cs, queue)
+    mark_ch = np.nan_to_num(ph.mark_probability(queue, cs.mark_kmin, cs.mark_kmax, cfg, cs.pmax),
+                            nan=0.0)
     marked_a = ph.path_product_complement(ep, mark_ch)
     keep = ph.dcqcn_share(marked_a, cfg)
     rate_a = fair_a * keep
@@ -142,21 +142,6 @@ def _demand(sim: Simulator, fx: TickEffects, line: F64, dt: float, efficiency: F
     for flows, rate_share in zip(fx.incast_flows, fx.incast_rate, strict=True):
         demand[flows] = line[flows] * rate_share
     return np.where(sim.routable, wl.paced(demand), 0.0)
-
-
-def _queue_thresholds(cs: ChannelSettings, cfg: ph.PhysicsConfig) -> tuple[F64, F64]:
-    """Where queues settle: between the configured ECN thresholds where those are higher
-    than the physics' own (up to Xoff), else where DCQCN keeps them anyway."""
-    kmin = np.clip(np.maximum(cs.kmin, cfg.ecn_kmin_bytes), None, cfg.xoff_bytes)
-    kmax = np.clip(np.maximum(cs.kmax, cfg.ecn_kmax_bytes), None, cfg.xoff_bytes)
-    return kmin, np.maximum(kmax, kmin)
-
-
-def _marking(sim: Simulator, cs: ChannelSettings, queue: F64) -> F64:
-    cfg, fab = sim.config.physics, sim.fabric
-    kmin, kmax = cs.kmin.copy(), cs.kmax.copy()
-    kmin[fab.slot_from_host] = kmax[fab.slot_from_host] = np.inf
-    return np.nan_to_num(ph.mark_probability(queue, kmin, kmax, cfg, cs.pmax), nan=0.0)
 
 
 def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue: F64,
