@@ -217,6 +217,8 @@ def _without(device: str, ts_ns: int, seq: int, entities: tuple[str, ...], block
 
 
 def _accumulate(counters: U64, resid: F64, row: int, amount: F64) -> I64:
+    if not (amount > 0.0).any():  # nothing to add: the residues stay as they are
+        return np.zeros(len(amount), np.int64)
     total = np.maximum(amount, 0.0)
     total += resid[row]
     whole = np.floor(total)

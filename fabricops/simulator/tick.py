@@ -160,20 +160,27 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
     tel.add_whole("in_octets", _to_ports(pkts_ch[:-1] * cfg.packet_bytes, rx, fab.n_ports))
     oversize = _binomial(rng, pkts_ch, setting_loss[0])
     overflow = _binomial(rng, pkts_ch, setting_loss[1])
-    lost = errors[:-1] + oversize[:-1] + overflow[:-1]
-    tel.add_whole("in_pkts", _to_ports(pkts_ch[:-1] - lost, rx, fab.n_ports))
-    tel.add_whole("in_errors", _to_ports(errors[:-1] + oversize[:-1], rx, fab.n_ports))
-    tel.add_whole("in_fcs_errors", _to_ports(errors[:-1], rx, fab.n_ports))
+    bad = errors[:-1] + oversize[:-1]
+    tel.add_whole("in_pkts", _to_ports(pkts_ch[:-1] - (bad + overflow[:-1]), rx, fab.n_ports))
+    # a counter nothing adds to this tick is left alone (most ticks, most of these)
+    if bad.any():
+        tel.add_whole("in_errors", _to_ports(bad, rx, fab.n_ports))
+    if errors[:-1].any():
+        tel.add_whole("in_fcs_errors", _to_ports(errors[:-1], rx, fab.n_ports))
     if overflow.any():
         tel.add_whole("in_discards", _to_ports(overflow[:-1], rx, fab.n_ports))
-    tel.add_whole("ecn_marked_pkts", _binomial(rng, pkts_ch, mark_ch)[tx_ch])
+    marks = _binomial(rng, pkts_ch, mark_ch)
+    if marks.any():
+        tel.add_whole("ecn_marked_pkts", marks[tx_ch])
     dead = dead_ch >= 0
-    drops = ph.sum_at(dead_ch[dead], offered[dead], fab.n_channels + 1)
-    tel.add("out_discards", drops[tx_ch] * dt / 8.0 / cfg.packet_bytes)
-    frames = pause * dt / (cfg.pause_quanta_s / 2.0)
-    for prio in sim.config.lossless_priorities:
-        tel.add(f"pfc_rx_pause{{prio={prio}}}", frames[tx_ch])
-        tel.add(f"pfc_tx_pause{{prio={prio}}}", _to_ports_f(frames[:-1], rx, fab.n_ports))
+    if dead.any():
+        drops = ph.sum_at(dead_ch[dead], offered[dead], fab.n_channels + 1)
+        tel.add("out_discards", drops[tx_ch] * dt / 8.0 / cfg.packet_bytes)
+    if pause.any():
+        frames = pause * dt / (cfg.pause_quanta_s / 2.0)
+        for prio in sim.config.lossless_priorities:
+            tel.add(f"pfc_rx_pause{{prio={prio}}}", frames[tx_ch])
+            tel.add(f"pfc_tx_pause{{prio={prio}}}", _to_ports_f(frames[:-1], rx, fab.n_ports))
     _gauges(sim, fx, served, queue, tx_ch)
 
 
@@ -199,10 +206,11 @@ def _count_nics(sim: Simulator, rate: F64, pkts: F64, loss: F64, dead: npt.NDArr
     n = sim.fabric.n_nics
     lost = pkts * loss
     resent = np.where(dead, pkts, np.minimum(pkts, lost * cfg.gbn_resend_pkts))
-    tel.add_nic("rdma_retransmits", ph.sum_at(fl.src_nic, resent, n))
-    tel.add_nic("out_of_sequence", ph.sum_at(fl.dst_nic, lost, n))
-    tel.add_nic("cnp_sent", ph.sum_at(fl.dst_nic, cnp, n))
-    tel.add_nic("cnp_handled", ph.sum_at(fl.src_nic, cnp, n))
+    for name, nic, amount in (("rdma_retransmits", fl.src_nic, resent),
+                              ("out_of_sequence", fl.dst_nic, lost),
+                              ("cnp_sent", fl.dst_nic, cnp), ("cnp_handled", fl.src_nic, cnp)):
+        if (amount > 0.0).any():  # else the sum adds nothing (see _accumulate)
+            tel.add_nic(name, ph.sum_at(nic, amount, n))
     tel.nic_gauges[0] = ph.sum_at(fl.src_nic, rate, n)
 
 
