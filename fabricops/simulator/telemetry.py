@@ -9,6 +9,7 @@ rows; frames are cut per device from port-major views.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
 
 import numpy as np
@@ -39,6 +40,9 @@ OPER_UP, OPER_DOWN = 1, 2
 def pfc_names(priorities: tuple[int, ...]) -> tuple[str, ...]:
     """Concrete PFC counter names for the lossless priorities."""
     return tuple(f"pfc_{d}_pause{{prio={p}}}" for d in ("rx", "tx") for p in priorities)
+
+
+_Cut = tuple[Callable[[int, int, U64], Frame], int, int, int]  # see Telemetry._cuts
 
 
 class Telemetry:
@@ -152,31 +156,33 @@ class Telemetry:
         seqs = self._seq.tolist()
         with_silent = set(fab.port_node[self.silent].tolist()) if self.silent.any() else ()
         cuts = self._cuts
-        out = []
+        out: list[Frame] = []
+        add = out.append
         for node in np.flatnonzero(reporting).tolist():
-            like, host, a, b = cuts[node]
+            again, host, a, b = cuts[node]
             if node in with_silent:
+                like = self._templates[node]
                 start, stop, _ = self._bounds[node]
                 block = flat[host][a:b].reshape(stop - start, -1)
                 out.extend(_without(like.device, ts_ns, seqs[node], like.entities, block,
                                     like.metric, ~self.silent[start:stop]))
                 continue
-            out.append(like.again(ts_ns, seqs[node], flat[host][a:b]))
+            add(again(ts_ns, seqs[node], flat[host][a:b]))
         return out
 
     @cached_property
-    def _cuts(self) -> list[tuple[Frame, int, int, int]]:
-        """Per node: its template, and where its samples lie in the flat switch port (0)
-        or host (1) matrix of ``frames`` (a node's rows are contiguous in either)."""
+    def _cuts(self) -> list[_Cut]:
+        """Per node: its template's ``again``, and where its samples lie in the flat switch
+        port (0) or host (1) matrix of ``frames`` (a node's rows are contiguous in either)."""
         switch_row = np.full(self.fabric.n_ports, -1, np.int64)
         switch_row[self._switch_ports] = np.arange(len(switch_row[self._switch_ports]))
-        cuts = []
+        cuts: list[_Cut] = []
         for like, (start, stop, nic_start) in zip(self._templates, self._bounds, strict=True):
             host = int(nic_start >= 0)
             first = nic_start if host else int(switch_row[start])
             size = like.n_samples
             a = first * (size // (stop - start)) if stop > start else 0
-            cuts.append((like, host, a, a + size))
+            cuts.append((like.again, host, a, a + size))
         return cuts
 
 

@@ -191,8 +191,11 @@ def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64, tx_ch: I32
     util = served[tx_ch] / fab.port_speed_floor
     q = queue[tx_ch]
     tx_power = tx_base + rng.normal(0.0, 0.02, n)
-    rx_power = tx_power[fab.port_peer] - sim.port_insertion_loss + fx.rx_offset_db
-    rx_power = np.where(sim.oper_up[fab.port_link], rx_power, LOS_DBM)
+    rx_power = tx_power[fab.port_peer] - sim.port_insertion_loss
+    if fx.rx_offset_db.any():  # a degrading optic (adding zeros changes no reading)
+        rx_power += fx.rx_offset_db
+    if not sim.oper_up.all():
+        rx_power = np.where(sim.oper_up[fab.port_link], rx_power, LOS_DBM)
     g = tel.port_gauges
     g[0], g[1] = q, np.minimum(q * 1.25 + sim.config.physics.packet_bytes * (q > 0),
                                sim.config.physics.xoff_bytes * 1.5)
