@@ -29,6 +29,7 @@ from fabricops.simulator.control import HASH_L3, HASH_UNSET, Control
 from fabricops.simulator.effects import TICK_TOLERANCE, FaultBook, TickEffects
 from fabricops.simulator.fabric import compile_fabric
 from fabricops.simulator.faults import FaultError, FaultSpec, FaultType, GroundTruth
+from fabricops.simulator.noise import SensorNoise
 from fabricops.simulator.observe import TickObservation
 from fabricops.simulator.physics import PhysicsConfig
 from fabricops.simulator.routing import Router
@@ -68,6 +69,7 @@ class Simulator:
         self.fabric = fab = compile_fabric(topology)
         root = np.random.SeedSequence(self.config.seed)
         rng_route, rng_work, self.rng = (np.random.default_rng(s) for s in root.spawn(3))
+        self.sensor_noise = SensorNoise(np.random.default_rng(root.spawn(1)[0]), fab.n_ports)
         n_sw = len(fab.switch_nodes)
         seeds = rng_route.integers(0, 2**63, size=n_sw, dtype=np.int64).astype(np.uint64)
         if self.config.ecmp_seeds == "identical":

@@ -185,12 +185,13 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
 
 
 def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64, tx_ch: I32) -> None:
-    fab, tel, rng = sim.fabric, sim.telemetry, sim.rng
+    fab, tel = sim.fabric, sim.telemetry
     tx_base, _, temp_base = sim.optics()
     n = fab.n_ports
     util = served[tx_ch] / fab.port_speed_floor
     q = queue[tx_ch]
-    tx_power = tx_base + rng.normal(0.0, 0.02, n)
+    noise = sim.sensor_noise
+    tx_power = tx_base + 0.02 * noise.draw(n)
     rx_power = tx_power[fab.port_peer] - sim.port_insertion_loss
     if fx.rx_offset_db.any():  # a degrading optic (adding zeros changes no reading)
         rx_power += fx.rx_offset_db
@@ -200,7 +201,7 @@ def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64, tx_ch: I32
     g[0], g[1] = q, np.minimum(q * 1.25 + sim.config.physics.packet_bytes * (q > 0),
                                sim.config.physics.xoff_bytes * 1.5)
     g[2], g[3] = rx_power, tx_power
-    g[4] = temp_base + 8.0 * np.clip(util, 0.0, 1.0) + rng.normal(0.0, 0.1, n)
+    g[4] = temp_base + 8.0 * np.clip(util, 0.0, 1.0) + 0.1 * noise.draw(n)
 
 
 def _count_nics(sim: Simulator, rate: F64, pkts: F64, loss: F64, dead: npt.NDArray[np.bool_],
