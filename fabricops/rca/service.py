@@ -4,9 +4,11 @@ It consumes ``telemetry.v2`` and ``int.v2``, steps its engine once per
 ``step_s`` of telemetry time, and publishes each new or revised diagnosis (one
 per separate root: concurrent faults are published side by side) on
 ``diagnoses.v2`` and into the store (if given). A diagnosis is revised (same
-id, newer time) when its root or fault type changes, or every
-``republish_s`` while the incident lasts. Offsets are committed after the
-diagnoses of a batch are stored.
+id, newer time) when its root or fault type changes, when its confidence has
+risen by ``revise_rise`` since it was last published (a first guess at 0.6
+that firms up to 0.95 reaches remediation's confidence floor now, not at the
+next republication), or every ``republish_s`` while the incident lasts.
+Offsets are committed after the diagnoses of a batch are stored.
 """
 
 from __future__ import annotations
@@ -48,6 +50,9 @@ class RcaServiceConfig(BaseModel):
     prefix: str = DEFAULT_PREFIX
     step_s: float = Field(default=1.0, gt=0, description="Telemetry time between analyses")
     republish_s: float = Field(default=30.0, gt=0)
+    revise_rise: float = Field(
+        default=0.1, gt=0, le=1,
+        description="Confidence gained since a diagnosis was last published that revises it")
     engine: RcaConfig = Field(default_factory=RcaConfig)
 
 
@@ -75,7 +80,7 @@ class RcaService:
                         topic_name(Topic.INT, config.prefix)]
         self._out = topic_name(Topic.DIAGNOSES, config.prefix)
         self._last_step_ns = -1
-        self._published: dict[str, tuple[str, str, int]] = {}
+        self._published: dict[str, tuple[str, str, int, float]] = {}  # root, type, time, confidence
         self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix, registry=reg)
         self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
                                        name="rca", log=log, dead_letters=self.dead_letters,
@@ -122,7 +127,7 @@ class RcaService:
                 log.error("rca: could not store diagnoses %s: %s",
                           ", ".join(d.id for d in due), exc)
         for d in due:
-            self._published[d.id] = (d.root, d.fault_type, d.ts_ns)
+            self._published[d.id] = (d.root, d.fault_type, d.ts_ns, d.confidence)
             self.diagnoses.append(d)
             self.m_diag.inc()
         return due
@@ -130,6 +135,8 @@ class RcaService:
     def _due(self, d: Diagnosis) -> bool:
         last = self._published.get(d.id)
         if last is None or last[:2] != (d.root, d.fault_type):
+            return True
+        if d.confidence - last[3] >= self.config.revise_rise:
             return True
         return d.ts_ns - last[2] >= self.config.republish_s * 1e9
 

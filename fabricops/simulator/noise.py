@@ -35,4 +35,6 @@ class SensorNoise:
         start = int(self._rng.integers(0, size))
         if start + n <= size:
             return self._pool[start:start + n]
-        return np.concatenate((self._pool[start:], self._pool[:start + n - size]))
+        wrapped = np.concatenate((self._pool[start:], self._pool[:start + n - size]))
+        wrapped.flags.writeable = False
+        return wrapped

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from fabricops.core.bus import Topic, record_headers, topic_name
 from fabricops.core.busio import BusFrameSink
@@ -48,4 +49,28 @@ def test_a_link_going_down_is_published_and_stored_once_per_revision(tmp_path: P
     assert [d.id for d in stored] == [d.id for d in published]
     assert len({d.id for d in published}) == 1, "one incident, revised in place"
     store.stop()
+    bus.stop()
+
+
+def test_a_diagnosis_that_firms_up_is_revised_at_once() -> None:
+    """A first guess below remediation's confidence floor that firms up is published
+    again when it does, not only at the next republication."""
+    bus = MemoryBus()
+    bus.start()
+    service = RcaService(RcaServiceConfig(republish_s=30.0), bus, fat_tree(k=4), None)
+    script = [0.61, 0.97, 0.99, 0.85, 0.97, 0.9]  # one step a second
+    published = []
+    for i, confidence in enumerate(script):
+        ts = (100 + i) * 10**9
+        d = Diagnosis(id="inc-1", ts_ns=ts, onset_ns=100 * 10**9, root=LINK, root_kind="link",
+                      fault_type="gray_loss", confidence=confidence)
+        service.engine.view.newest_ns = ts
+        service.engine.step = lambda now, d=d: SimpleNamespace(diagnoses=(d,))  # type: ignore[method-assign]
+        published += [p.confidence for p in service.process([])]
+    assert published == [0.61, 0.97], "risen by 0.36: revised; by 0.02 or after a dip: not"
+    late = Diagnosis(id="inc-1", ts_ns=131 * 10**9, onset_ns=100 * 10**9, root=LINK,
+                     root_kind="link", fault_type="gray_loss", confidence=0.9)
+    service.engine.view.newest_ns = late.ts_ns
+    service.engine.step = lambda now: SimpleNamespace(diagnoses=(late,))  # type: ignore[method-assign]
+    assert [p.confidence for p in service.process([])] == [0.9], "republished after 30 s"
     bus.stop()
