@@ -245,10 +245,13 @@ class FabricView:
         first = np.cumsum([0, *sizes[:-1]])  # each frame's first row
         ts_r = np.repeat(np.array([f.ts_ns for f, _, _ in items], np.int64), sizes)
         ts = ts_r[:, None]  # a port's samples share their frame's time
+        # every frame's values in one array, taken from by one index (not frame by frame)
+        raws = np.concatenate([f.raw for f, _, _ in items])
+        at = np.cumsum([0, *[lay.n_samples for lay in lays[:-1]]])  # each frame's first sample
+        n_counts = [len(lay.counter_cell) for lay in lays]
         cell = np.concatenate([lay.counter_cell for lay in lays]) + np.repeat(
-            first * N_COUNTERS, [len(lay.counter_cell) for lay in lays])
-        counts = np.concatenate([f.raw[lay.counter_take] for (f, _, _), lay in
-                                 zip(items, lays, strict=True)])
+            first * N_COUNTERS, n_counts)
+        counts = raws[np.concatenate([lay.counter_take for lay in lays]) + np.repeat(at, n_counts)]
         cur = np.zeros((ports.size, N_COUNTERS), np.uint64)
         have = np.zeros((ports.size, N_COUNTERS), bool)
         if any(lay.counter_repeats for lay in lays):
@@ -256,35 +259,40 @@ class FabricView:
         else:
             cur.reshape(-1)[cell] = counts
         have.reshape(-1)[cell] = True
-        prev_ts = self._cell_ts[ports, :N_COUNTERS]
+        # one run of consecutive ports (a round of whole devices, in port order): the
+        # state's rows are read and written in place, as views; else gathered and put back
+        run = _run_of(ports)
+        rows: slice | npt.NDArray[np.int64] = ports if run is None else run
+        prev_ts = self._cell_ts[rows, :N_COUNTERS]
         dt = (ts - prev_ts) / 1e9
-        prev, prev_ok = self._raw[ports], self._raw_ok[ports]
+        prev, prev_ok = self._raw[rows], self._raw_ok[rows]
         newer = have & (prev_ts < ts)
         usable = newer & prev_ok & (prev_ts >= 0) & (cur >= prev)
         delta = (cur - prev).astype(np.float64)
         rate = np.where(usable, delta / np.where(dt > 0, dt, 1.0), np.nan)
-        vals = self._values[ports]
+        vals = self._values[rows]
         vals[:, :N_COUNTERS] = np.where(newer, rate, vals[:, :N_COUNTERS])
         lv = np.full((ports.size, len(COLUMNS) - N_COUNTERS), np.nan)
         lhave = np.zeros(lv.shape, bool)
-        lrow = np.concatenate([lay.level_row for lay in lays]) + np.repeat(
-            first, [len(lay.level_row) for lay in lays])
+        n_levels = [len(lay.level_row) for lay in lays]
+        lrow = np.concatenate([lay.level_row for lay in lays]) + np.repeat(first, n_levels)
         lcol = np.concatenate([lay.level_col for lay in lays])
-        lraw = np.concatenate([f.raw[lay.level_take] for (f, _, _), lay in
-                               zip(items, lays, strict=True)])
+        lraw = raws[np.concatenate([lay.level_take for lay in lays]) + np.repeat(at, n_levels)]
         is_state = np.concatenate([lay.level_state for lay in lays])
         lv[lrow, lcol] = np.where(is_state, lraw.astype(np.float64), lraw.view(np.float64))
         lhave[lrow, lcol] = True
-        port_newer = (self._port_ts[ports] <= ts_r)[:, None]
+        port_newer = (self._port_ts[rows] <= ts_r)[:, None]
         vals[:, N_COUNTERS:] = np.where(lhave & port_newer, lv, vals[:, N_COUNTERS:])
-        self._values[ports] = vals
-        self._raw[ports] = np.where(newer, cur, prev)
-        self._raw_ok[ports] = newer | prev_ok
-        cell_ts = self._cell_ts[ports]
+        if run is None:  # a copy: put it back
+            self._values[ports] = vals
+        self._raw[rows] = np.where(newer, cur, prev)
+        self._raw_ok[rows] = newer | prev_ok
+        cell_ts = self._cell_ts[rows]
         cell_ts[:, :N_COUNTERS] = np.where(newer, ts, prev_ts)
         cell_ts[:, N_COUNTERS:] = np.where(lhave & port_newer, ts, cell_ts[:, N_COUNTERS:])
-        self._cell_ts[ports] = cell_ts
-        self._port_ts[ports] = np.maximum(self._port_ts[ports], ts_r)
+        if run is None:
+            self._cell_ts[ports] = cell_ts
+        self._port_ts[rows] = np.maximum(self._port_ts[rows], ts_r)
 
     def snapshot(self, now_ns: int | None = None) -> Snapshot:
         """Values as of ``now_ns`` (default: the newest sample seen)."""
@@ -307,3 +315,11 @@ def fresh_cells(cell_ts: npt.NDArray[np.int64], now: int, limit: F64) -> B:
         return out
     oldest = np.maximum(now - whole.astype(np.int64), 0)
     return np.asarray(cell_ts >= oldest[:, None])
+
+
+def _run_of(ports: npt.NDArray[np.int64]) -> slice | None:
+    """``ports`` as a slice when they are consecutive ascending indices, else None."""
+    n = len(ports)
+    if n == 0 or int(ports[-1]) - int(ports[0]) != n - 1 or not (np.diff(ports) == 1).all():
+        return None
+    return slice(int(ports[0]), int(ports[0]) + n)

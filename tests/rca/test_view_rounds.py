@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from fabricops.core.frame import Frame, Source
+from fabricops.rca import view as view_module
 from fabricops.rca.view import FabricView, PortIndex, fresh_cells
 from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
@@ -126,3 +127,27 @@ def test_fresh_cells_are_those_within_their_rows_limit() -> None:
                 lim[3] = odd
             want = (cell_ts >= 0) & (now - cell_ts <= lim[:, None])
             assert np.array_equal(fresh_cells(cell_ts, now, lim), want), (now, odd)
+
+
+def test_folding_runs_of_ports_in_place_equals_gathering_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    index, ticks = _ticks(6)
+    runs: list[bool] = []
+    real = view_module._run_of
+
+    def seen(ports: np.ndarray) -> slice | None:
+        run = real(ports)
+        runs.append(run is not None)
+        return run
+
+    monkeypatch.setattr(view_module, "_run_of", seen)
+    in_place = FabricView(index)
+    for tick in ticks:
+        in_place.ingest(tick)
+    assert any(runs), "a tick of whole devices in port order is one run"
+    monkeypatch.setattr(view_module, "_run_of", lambda ports: None)
+    gathered = FabricView(index)
+    for tick in ticks:
+        gathered.ingest(tick)
+    _same(in_place, gathered)
