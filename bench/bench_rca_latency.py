@@ -8,7 +8,10 @@ the same telemetry scores every candidate with activity of its own (the
 baseline, as before scoring was focused). Printed: ingest and step time per
 tick (median, p95, max) before and during the fault, the step-time ratio
 against the baseline, and the time from onset to the first diagnosis naming
-the faulty link by each.
+the faulty link by each. What set-up built is settled before the ticks, as the
+RCA command does once started (:mod:`fabricops.core.heap`); before, the
+collector's full passes over the 100k-GPU topology's objects landed in
+random steps.
 
     python bench/bench_rca_latency.py [--gpus 16384] [--ticks 20]
     python bench/bench_rca_latency.py --gpus 100352 --leaf-radix 128 --spine-radix 256
@@ -22,6 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fabricops.core import heap
 from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.wire_frame import EntityTables
@@ -62,6 +66,7 @@ def main() -> None:
           f"{s['hosts']:,} hosts, {s['ports']:,} ports, {s['links']:,} links; "
           f"candidates: {len(engines['focused'].candidates):,}")
     tables = {name: EntityTables() for name in engines}  # as each service keeps its own
+    heap.settle()
     ingest: list[tuple[float, float]] = []
     step: dict[str, list[tuple[float, float]]] = {k: [] for k in engines}
     found: dict[str, tuple[float, str, float]] = {}
