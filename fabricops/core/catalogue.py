@@ -293,17 +293,16 @@ class Catalogue:
     @cached_property
     def is_float(self) -> npt.NDArray[np.bool_]:
         """Indexed by metric id: True where the value is a float (gauges)."""
-        table = np.zeros(self.max_id + 1, dtype=bool)
-        for m in self.metrics:
-            table[m.id] = m.kind is MetricKind.GAUGE
-        return table
+        return self._of_kind(MetricKind.GAUGE)
 
     @cached_property
     def is_counter(self) -> npt.NDArray[np.bool_]:
         """Indexed by metric id: True where the metric is a counter."""
+        return self._of_kind(MetricKind.COUNTER)
+
+    def _of_kind(self, kind: MetricKind) -> npt.NDArray[np.bool_]:
         table = np.zeros(self.max_id + 1, dtype=bool)
-        for m in self.metrics:
-            table[m.id] = m.kind is MetricKind.COUNTER
+        table[[m.id for m in self.metrics if m.kind is kind]] = True
         return table
 
     @cached_property

@@ -122,7 +122,7 @@ class RcaEngine:
         self._fan_usual: F64 | None = None
         # the feature matrix steps fill (see StepResult), its pages touched now: the
         # first step with symptoms is the one whose time matters most
-        self._work: F64 | None = np.empty((len(self.candidates), len(FEATURES)), order="F")
+        self._work: F64 = np.empty((len(self.candidates), len(FEATURES)), order="F")
         self._work.fill(0.0)
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
                                     minlength=self.index.n_nodes).astype(float)
@@ -158,7 +158,6 @@ class RcaEngine:
             # costs more in first touches of its pages than filling it
             x = features(self.index, self.candidates, sig, stats,
                          None if keep_features else self._work)
-            self._work = self._work if keep_features else x
         if symptoms and self.model is not None and x is not None:
             focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
             root, best = self.model.scores(x, self.candidates.kind, focus)

@@ -35,6 +35,7 @@ import numpy.typing as npt
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.identity_memo import IdentityMemo
+from fabricops.core.runs import run_of
 from fabricops.core.topology import Topology
 from fabricops.rca.frame_layout import FrameLayout
 from fabricops.rca.freshness import Freshness
@@ -261,7 +262,7 @@ class FabricView:
         have.reshape(-1)[cell] = True
         # one run of consecutive ports (a round of whole devices, in port order): the
         # state's rows are read and written in place, as views; else gathered and put back
-        run = _run_of(ports)
+        run = run_of(ports)
         rows: slice | npt.NDArray[np.int64] = ports if run is None else run
         prev_ts = self._cell_ts[rows, :N_COUNTERS]
         dt = (ts - prev_ts) / 1e9
@@ -316,10 +317,3 @@ def fresh_cells(cell_ts: npt.NDArray[np.int64], now: int, limit: F64) -> B:
     oldest = np.maximum(now - whole.astype(np.int64), 0)
     return np.asarray(cell_ts >= oldest[:, None])
 
-
-def _run_of(ports: npt.NDArray[np.int64]) -> slice | None:
-    """``ports`` as a slice when they are consecutive ascending indices, else None."""
-    n = len(ports)
-    if n == 0 or int(ports[-1]) - int(ports[0]) != n - 1 or not (np.diff(ports) == 1).all():
-        return None
-    return slice(int(ports[0]), int(ports[0]) + n)

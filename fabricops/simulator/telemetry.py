@@ -11,17 +11,20 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame, Source
+from fabricops.core.runs import run_of
 from fabricops.simulator.fabric import Fabric
 
 F64 = npt.NDArray[np.float64]
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
 B = npt.NDArray[np.bool_]
 
 PORT_COUNTERS = (
@@ -80,14 +83,18 @@ class Telemetry:
         row: F64 = self.port_gauges[PORT_GAUGES.index(name)]
         return row
 
-    def add(self, name: str, amount: F64) -> I64:
-        """Add a non-negative (possibly fractional) amount per port; return the whole part."""
-        return _accumulate(self.port_counters, self._port_resid, self._row[name], amount)
+    def add(self, name: str, amount: F64, at: I32 | None = None) -> I64:
+        """Add a non-negative (possibly fractional) amount per port, or to the distinct
+        ports ``at``; return the whole part."""
+        return _accumulate(self.port_counters, self._port_resid, self._row[name],
+                           _spread(amount, at, self.fabric.n_ports))
 
-    def add_whole(self, name: str, amount: I64) -> None:
-        """Add integer amounts per port."""
-        row = self._row[name]
-        self.port_counters[row] += amount.astype(np.uint64)
+    def add_whole(self, name: str, amount: I64, at: I32 | None = None) -> None:
+        """Add integer amounts per port, or to the distinct ports ``at`` (nothing to add:
+        the counter is left alone)."""
+        if amount.any():
+            whole = _spread(amount, at, self.fabric.n_ports)
+            self.port_counters[self._row[name]] += whole.astype(np.uint64)
 
     def add_nic(self, name: str, amount: F64) -> I64:
         return _accumulate(self.nic_counters, self._nic_resid, self._nrow[name], amount)
@@ -191,10 +198,8 @@ class Telemetry:
 
 def _as_slice(index: npt.NDArray[np.int64]) -> slice | npt.NDArray[np.int64]:
     """``index`` as a slice where it is a run of consecutive numbers (a view, no copy)."""
-    if len(index) and int(index[-1]) - int(index[0]) == len(index) - 1 and \
-            bool((np.diff(index) == 1).all()):
-        return slice(int(index[0]), int(index[-1]) + 1)
-    return index
+    run = run_of(index)
+    return index if run is None else run
 
 
 def _rows(parts: tuple[U64, ...], block: int = 4096) -> U64:
@@ -223,6 +228,16 @@ def _without(device: str, ts_ns: int, seq: int, entities: tuple[str, ...], block
         entity_idx=np.repeat(np.arange(len(kept), dtype=np.uint32), per),
         metric=metric[:per * len(kept)], raw=np.ascontiguousarray(block[kept]).reshape(-1),
     )]
+
+
+def _spread(amount: npt.NDArray[np.generic], at: I32 | None, n: int) -> npt.NDArray[Any]:
+    """``amount`` per port: as given, or placed at the distinct ports ``at`` (0 elsewhere;
+    one scatter, then whole-row arithmetic, is cheaper than arithmetic at ``at``)."""
+    if at is None:
+        return amount
+    out = np.zeros(n, amount.dtype)
+    out[at] = amount
+    return out
 
 
 def _accumulate(counters: U64, resid: F64, row: int, amount: F64) -> I64:

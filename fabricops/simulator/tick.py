@@ -157,30 +157,24 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
     errors = _binomial(rng, pkts_ch, fx.loss)
     rx = fab.ch_rx_port
     tel.add_whole("out_octets", sent * cfg.packet_bytes)
-    tel.add_whole("in_octets", _to_ports(pkts_ch[:-1] * cfg.packet_bytes, rx, fab.n_ports))
+    tel.add_whole("in_octets", pkts_ch[:-1] * cfg.packet_bytes, at=rx)
     oversize = _binomial(rng, pkts_ch, setting_loss[0])
     overflow = _binomial(rng, pkts_ch, setting_loss[1])
     bad = errors[:-1] + oversize[:-1]
-    tel.add_whole("in_pkts", _to_ports(pkts_ch[:-1] - (bad + overflow[:-1]), rx, fab.n_ports))
-    # a counter nothing adds to this tick is left alone (most ticks, most of these)
-    if bad.any():
-        tel.add_whole("in_errors", _to_ports(bad, rx, fab.n_ports))
-    if errors[:-1].any():
-        tel.add_whole("in_fcs_errors", _to_ports(errors[:-1], rx, fab.n_ports))
-    if overflow.any():
-        tel.add_whole("in_discards", _to_ports(overflow[:-1], rx, fab.n_ports))
-    marks = _binomial(rng, pkts_ch, mark_ch)
-    if marks.any():
-        tel.add_whole("ecn_marked_pkts", marks[tx_ch])
+    tel.add_whole("in_pkts", pkts_ch[:-1] - (bad + overflow[:-1]), at=rx)
+    tel.add_whole("in_errors", bad, at=rx)
+    tel.add_whole("in_fcs_errors", errors[:-1], at=rx)
+    tel.add_whole("in_discards", overflow[:-1], at=rx)
+    tel.add_whole("ecn_marked_pkts", _binomial(rng, pkts_ch, mark_ch)[tx_ch])
     dead = dead_ch >= 0
-    if dead.any():
+    if dead.any():  # drops are the traffic of flows into a dead channel
         drops = ph.sum_at(dead_ch[dead], offered[dead], fab.n_channels + 1)
         tel.add("out_discards", drops[tx_ch] * dt / 8.0 / cfg.packet_bytes)
-    if pause.any():
+    if pause.any():  # pause frames are sent only where a channel is paused
         frames = pause * dt / (cfg.pause_quanta_s / 2.0)
         for prio in sim.config.lossless_priorities:
             tel.add(f"pfc_rx_pause{{prio={prio}}}", frames[tx_ch])
-            tel.add(f"pfc_tx_pause{{prio={prio}}}", _to_ports_f(frames[:-1], rx, fab.n_ports))
+            tel.add(f"pfc_tx_pause{{prio={prio}}}", frames[:-1], at=rx)
     _gauges(sim, fx, served, queue, tx_ch)
 
 
@@ -224,16 +218,4 @@ def _binomial(rng: np.random.Generator, n: npt.NDArray[np.int64], p: F64) -> npt
     hit = np.flatnonzero((p > 0) & (n > 0))
     if hit.size:
         out[hit] = rng.binomial(n[hit], np.clip(p[hit], 0.0, 1.0))
-    return out
-
-
-def _to_ports(per_ch: npt.NDArray[np.int64], port: I32, n_ports: int) -> npt.NDArray[np.int64]:
-    out = np.zeros(n_ports, np.int64)
-    out[port] = per_ch
-    return out
-
-
-def _to_ports_f(per_ch: F64, port: I32, n_ports: int) -> F64:
-    out = np.zeros(n_ports)
-    out[port] = per_ch
     return out

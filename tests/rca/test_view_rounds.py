@@ -134,19 +134,19 @@ def test_folding_runs_of_ports_in_place_equals_gathering_them(
 ) -> None:
     index, ticks = _ticks(6)
     runs: list[bool] = []
-    real = view_module._run_of
+    real = view_module.run_of
 
     def seen(ports: np.ndarray) -> slice | None:
         run = real(ports)
         runs.append(run is not None)
         return run
 
-    monkeypatch.setattr(view_module, "_run_of", seen)
+    monkeypatch.setattr(view_module, "run_of", seen)
     in_place = FabricView(index)
     for tick in ticks:
         in_place.ingest(tick)
     assert any(runs), "a tick of whole devices in port order is one run"
-    monkeypatch.setattr(view_module, "_run_of", lambda ports: None)
+    monkeypatch.setattr(view_module, "run_of", lambda ports: None)
     gathered = FabricView(index)
     for tick in ticks:
         gathered.ingest(tick)
