@@ -31,7 +31,7 @@ from fabricops.simulator.fabric import compile_fabric
 from fabricops.simulator.faults import FaultError, FaultSpec, FaultType, GroundTruth
 from fabricops.simulator.noise import SensorNoise
 from fabricops.simulator.observe import TickObservation
-from fabricops.simulator.physics import PhysicsConfig
+from fabricops.simulator.physics import Paths, PhysicsConfig
 from fabricops.simulator.routing import Router
 from fabricops.simulator.settings import RunningConfig, SettingFaults
 from fabricops.simulator.telemetry import OPER_DOWN, OPER_UP, Telemetry
@@ -95,7 +95,7 @@ class Simulator:
         self.reporting = np.ones(fab.n_nodes, bool)
         self.last: TickObservation | None = None
         self._epath_stale = True
-        self._epath = np.zeros((0, 2), np.int32)
+        self._epath: Paths = np.zeros((0, 2), np.intp, order="F")
         self._dead_ch = np.zeros(0, np.int32)
         self._optics = _optics_baseline(fab.n_ports, fab.n_links, self.rng)
         self.port_insertion_loss = self._optics[1][fab.port_link]  # of each port's link
@@ -235,8 +235,9 @@ class Simulator:
         """Telemetry of the last tick: one frame per device that is up."""
         return self.telemetry.frames(self.ts_ns, self.reporting)
 
-    def effective_paths(self) -> tuple[I32, I32]:
-        """Paths cut at the first physically down channel, and that channel per flow (-1)."""
+    def effective_paths(self) -> tuple[Paths, I32]:
+        """Paths cut at the first physically down channel (hop-major, ``physics.Paths``),
+        and that channel per flow (-1)."""
         if self._epath_stale:
             dummy = self.fabric.dummy_channel
             up = np.append(self.oper_up, True)[self.paths // 2]
@@ -245,7 +246,7 @@ class Simulator:
             hop = np.arange(self.paths.shape[1])[None, :]
             # hop-major: per-flow reductions over a path's channels run along columns
             self._epath = np.asfortranarray(
-                np.where(hop >= first[:, None], dummy, self.paths).astype(np.int32))
+                np.where(hop >= first[:, None], dummy, self.paths).astype(np.intp))
             self._epath[~self.routable] = dummy
             rows = np.arange(len(first))
             has = (first < self.paths.shape[1]) & self.routable

@@ -20,6 +20,7 @@ from fabricops.core.entities import port_id
 from fabricops.core.topology import Topology
 
 I32 = npt.NDArray[np.int32]
+Ix = npt.NDArray[np.intp]  # index arrays the tick gathers and scatters with, every tick
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
@@ -80,6 +81,8 @@ class Fabric:
         return self._ch_rx_node
 
     # Arrays every tick uses that depend on the fabric alone: computed once, read-only.
+    # Those it indexes with are of the platform's index type (``Ix``): numpy converts
+    # any other integer type on every gather and scatter.
     @cached_property
     def _ch_tx_node(self) -> I32:
         return _frozen(self.port_node[self.ch_tx_port])
@@ -89,20 +92,27 @@ class Fabric:
         return _frozen(self.port_node[self.ch_rx_port])
 
     @cached_property
-    def port_tx_slot(self) -> I32:
-        """Per port, the channel it sends on, or the dummy channel."""
-        return _frozen(np.where(self.port_tx_ch >= 0, self.port_tx_ch, self.n_channels))
+    def ch_rx_ports(self) -> Ix:
+        """``ch_rx_port`` as an index array."""
+        return _frozen(self.ch_rx_port.astype(np.intp))
 
     @cached_property
-    def port_peer(self) -> I32:
+    def port_tx_slot(self) -> Ix:
+        """Per port, the channel it sends on, or the dummy channel."""
+        slot = np.where(self.port_tx_ch >= 0, self.port_tx_ch, self.n_channels)
+        return _frozen(slot.astype(np.intp))
+
+    @cached_property
+    def port_peer(self) -> Ix:
         """Per port, the port at the other end of its link (0 where none)."""
         rx = self.port_rx_ch
-        return _frozen(np.where(rx >= 0, self.ch_tx_port[np.maximum(rx, 0)], 0))
+        peer = np.where(rx >= 0, self.ch_tx_port[np.maximum(rx, 0)], 0)
+        return _frozen(peer.astype(np.intp))
 
     @cached_property
-    def port_link(self) -> I32:
+    def port_link(self) -> Ix:
         """Per port, its link (0 where none)."""
-        return _frozen(np.maximum(self.port_rx_ch, 0) // 2)
+        return _frozen((np.maximum(self.port_rx_ch, 0) // 2).astype(np.intp))
 
     @cached_property
     def port_speed_floor(self) -> F64:

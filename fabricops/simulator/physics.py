@@ -33,7 +33,10 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-I32 = npt.NDArray[np.int32]
+Paths = npt.NDArray[np.intp]
+"""Channels of each flow's path, ``(flows, hops)``: hop-major (Fortran order) and of
+the platform's index type, so per-path reductions and gathers work on contiguous
+columns and numpy does not convert the indices on every use."""
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 BIG = 1e6
@@ -78,7 +81,18 @@ def sum_at(index: npt.NDArray[np.integer[Any]], weights: F64, n_slots: int) -> F
     return np.bincount(index, weights=weights, minlength=n_slots).astype(np.float64, copy=False)
 
 
-def channel_sum(epath: I32, per_flow: F64, n_slots: int) -> F64:
+def over_path(op: np.ufunc, per_channel: npt.NDArray[Any], epath: Paths) -> npt.NDArray[Any]:
+    """Per flow, ``op`` (``np.minimum``, ``np.add``, ``np.logical_or``) of ``per_channel``
+    over the channels of its path, hop by hop, without the ``(flows, hops)`` temporary:
+    the values of ``op.reduce(per_channel[epath], axis=1)`` bit for bit, except that a
+    sum of only -0.0 stays -0.0 (numpy's sum starts from +0.0)."""
+    out = per_channel.take(epath[:, 0])
+    for hop in range(1, epath.shape[1]):
+        op(out, per_channel.take(epath[:, hop]), out=out)
+    return out
+
+
+def channel_sum(epath: Paths, per_flow: F64, n_slots: int) -> F64:
     """Sum a per-flow quantity over every channel each flow crosses."""
     hops = epath.shape[1]
     if epath.flags.f_contiguous:  # hop-major: no copy of the paths
@@ -86,23 +100,25 @@ def channel_sum(epath: I32, per_flow: F64, n_slots: int) -> F64:
     return sum_at(epath.ravel(), np.repeat(per_flow, hops), n_slots)
 
 
-def fair_rates(epath: I32, offered: F64, capacity: F64, iterations: int) -> F64:
+def fair_rates(epath: Paths, offered: F64, capacity: F64, iterations: int) -> F64:
     """Rates no larger than ``offered`` that fit ``capacity`` on every channel."""
     rate = offered.copy()
     for _ in range(iterations):
         load = channel_sum(epath, rate, len(capacity))
         scale = np.where(load > 0, capacity / np.maximum(load, 1e-9), BIG)
-        rate = np.minimum(offered, rate * np.minimum(scale[epath].min(axis=1), BIG))
+        rate = np.minimum(offered, rate * np.minimum(over_path(np.minimum, scale, epath), BIG))
     return rate
 
 
-def path_product_complement(epath: I32, prob: F64) -> F64:
+def path_product_complement(epath: Paths, prob: F64) -> F64:
     """Probability that a flow meets at least one event of per-channel probability ``prob``."""
     if len(epath) > 1 and not prob.any() and not np.signbit(prob).any():
         # every channel +0.0 (a healthy fabric): every flow gets what its first gets
         return np.full(len(epath), path_product_complement(epath[:1], prob)[0])
     keep = np.log1p(-np.clip(prob, 0.0, 1.0 - 1e-12))
-    out: F64 = -np.expm1(keep[epath].sum(axis=1))
+    total = over_path(np.add, keep, epath)
+    total += 0.0  # a path of only -0.0 (log1p(-0.0)) sums to +0.0, as numpy's sum does
+    out: F64 = -np.expm1(total)
     return out
 
 
@@ -141,7 +157,7 @@ def mark_probability(queue: F64, kmin: F64, kmax: F64, cfg: PhysicsConfig,
 
 
 def pause_pressure(
-    epath: I32, excess: F64, backlogged: B, n_slots: int, pfc_capable: B, nominal: F64
+    epath: Paths, excess: F64, backlogged: B, n_slots: int, pfc_capable: B, nominal: F64
 ) -> F64:
     """Share of each channel's time its receiver must pause it next tick.
 

@@ -25,6 +25,7 @@ F64 = npt.NDArray[np.float64]
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 I32 = npt.NDArray[np.int32]
+Ports = npt.NDArray[np.integer[Any]]
 B = npt.NDArray[np.bool_]
 
 PORT_COUNTERS = (
@@ -83,13 +84,13 @@ class Telemetry:
         row: F64 = self.port_gauges[PORT_GAUGES.index(name)]
         return row
 
-    def add(self, name: str, amount: F64, at: I32 | None = None) -> I64:
+    def add(self, name: str, amount: F64, at: Ports | None = None) -> I64:
         """Add a non-negative (possibly fractional) amount per port, or to the distinct
         ports ``at``; return the whole part."""
         return _accumulate(self.port_counters, self._port_resid, self._row[name],
                            _spread(amount, at, self.fabric.n_ports))
 
-    def add_whole(self, name: str, amount: I64, at: I32 | None = None) -> None:
+    def add_whole(self, name: str, amount: I64, at: Ports | None = None) -> None:
         """Add integer amounts per port, or to the distinct ports ``at`` (nothing to add:
         the counter is left alone)."""
         if amount.any():
@@ -230,7 +231,7 @@ def _without(device: str, ts_ns: int, seq: int, entities: tuple[str, ...], block
     )]
 
 
-def _spread(amount: npt.NDArray[np.generic], at: I32 | None, n: int) -> npt.NDArray[Any]:
+def _spread(amount: npt.NDArray[np.generic], at: Ports | None, n: int) -> npt.NDArray[Any]:
     """``amount`` per port: as given, or placed at the distinct ports ``at`` (0 elsewhere;
     one scatter, then whole-row arithmetic, is cheaper than arithmetic at ``at``)."""
     if at is None:

@@ -19,7 +19,8 @@ F64 = npt.NDArray[np.float64]
 LOS_DBM = -40.0
 
 
-def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> TickObservation:
+def simulate_tick(sim: Simulator, fx: TickEffects,
+                  paths: tuple[ph.Paths, I32]) -> TickObservation:
     """Advance ``sim`` by one tick under the effects ``fx``; update its counters."""
     cfg, fab, wl = sim.config.physics, sim.fabric, sim.workload
     epath, dead_ch = paths
@@ -77,7 +78,7 @@ def simulate_tick(sim: Simulator, fx: TickEffects, paths: tuple[I32, I32]) -> Ti
     )
 
 
-def _deaf(fx: TickEffects, epath: I32, offered: F64,
+def _deaf(fx: TickEffects, epath: ph.Paths, offered: F64,
           no_ecn: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
     """Flows whose sender hears no CNPs, so keeps pushing.
 
@@ -90,7 +91,7 @@ def _deaf(fx: TickEffects, epath: I32, offered: F64,
     cause = (fx.pause_fixed >= 1.0) | no_ecn
     if not cause.any():
         return np.zeros(len(offered), bool)
-    deaf: npt.NDArray[np.bool_] = (offered > 0.0) & cause[epath].any(axis=1)
+    deaf: npt.NDArray[np.bool_] = (offered > 0.0) & ph.over_path(np.logical_or, cause, epath)
     return deaf
 
 
@@ -105,7 +106,7 @@ class _Active:
         idx = np.flatnonzero(offered > 0.0)
         self.idx = None if len(idx) > self.SHARE * self.n else idx
 
-    def paths(self, epath: I32) -> I32:
+    def paths(self, epath: ph.Paths) -> ph.Paths:
         return epath if self.idx is None else np.asfortranarray(epath[self.idx])
 
     def take(self, per_flow: F64) -> F64:
@@ -120,7 +121,7 @@ class _Active:
         return out
 
 
-def _pause_next(sim: Simulator, act: _Active, epath: I32, offered: F64, rate: F64,
+def _pause_next(sim: Simulator, act: _Active, epath: ph.Paths, offered: F64, rate: F64,
                 demand: F64, deaf: npt.NDArray[np.bool_], backlogged: npt.NDArray[np.bool_],
                 nominal: F64) -> F64:
     """Pause shares for the next tick, from the excess of flows that do not back off
@@ -155,7 +156,7 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
     pkts_ch[tx_ch] = sent
     pkts_ch[-1] = 0
     errors = _binomial(rng, pkts_ch, fx.loss)
-    rx = fab.ch_rx_port
+    rx = fab.ch_rx_ports
     tel.add_whole("out_octets", sent * cfg.packet_bytes)
     tel.add_whole("in_octets", pkts_ch[:-1] * cfg.packet_bytes, at=rx)
     oversize = _binomial(rng, pkts_ch, setting_loss[0])
@@ -178,7 +179,8 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
     _gauges(sim, fx, served, queue, tx_ch)
 
 
-def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64, tx_ch: I32) -> None:
+def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64,
+            tx_ch: npt.NDArray[np.intp]) -> None:
     fab, tel = sim.fabric, sim.telemetry
     tx_base, _, temp_base = sim.optics()
     n = fab.n_ports

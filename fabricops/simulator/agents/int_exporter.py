@@ -96,7 +96,7 @@ class IntSource(Protocol):
     @property
     def ts_ns(self) -> int: ...
 
-    def effective_paths(self) -> tuple[NDArray[np.int32], NDArray[np.int32]]: ...
+    def effective_paths(self) -> tuple[NDArray[np.intp], NDArray[np.int32]]: ...
 
 
 class DatagramSender(Protocol):
@@ -389,7 +389,8 @@ def _interface_number(port_id: str) -> int:
     return int(match.group(1)) if match and int(match.group(1)) < 0xFFFF else 0xFFFF
 
 
-def path_signature(paths: NDArray[np.int32], sport: NDArray[np.uint64]) -> NDArray[np.uint64]:
+def path_signature(paths: NDArray[np.integer[Any]], sport: NDArray[np.uint64]
+                   ) -> NDArray[np.uint64]:
     """Per flow: a 64-bit digest of its source port and path (never 0, the "unseen" mark)."""
     h = mix64(sport.astype(np.uint64))
     for col in paths.T:
