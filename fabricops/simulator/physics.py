@@ -106,7 +106,10 @@ def fair_rates(epath: Paths, offered: F64, capacity: F64, iterations: int) -> F6
     for _ in range(iterations):
         load = channel_sum(epath, rate, len(capacity))
         scale = np.where(load > 0, capacity / np.maximum(load, 1e-9), BIG)
-        rate = np.minimum(offered, rate * np.minimum(over_path(np.minimum, scale, epath), BIG))
+        fitted = np.minimum(offered, rate * np.minimum(over_path(np.minimum, scale, epath), BIG))
+        if np.array_equal(fitted, rate):  # a fixed point: every further round gives it again
+            break
+        rate = fitted
     return rate
 
 
