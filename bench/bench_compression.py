@@ -1,4 +1,4 @@
-"""Bytes per sample of the keyframe codec (kf2, and the previous kf1) against raw, zstd
+"""Bytes per sample of the keyframe codec (kf3, and the previous kf2, kf1) against raw, zstd
 and Gorilla, on two datasets in one run, one core, CPU time (``time.process_time``).
 
 Datasets (each cut into one block per device and ``--window`` polls, as the
@@ -20,9 +20,10 @@ Per block:
 3. Gorilla (PyPI ``gorillacompression``, the timestamp delta-of-delta and float
    XOR coding of the Gorilla paper, pure Python) on a random share of the series
    (``--gorilla-sample``): timestamps in seconds, counters as float64;
-4. kf1 (format version 1, bit packing) and kf2 (version 2, entropy coding, the
-   default), both with ``gauge_bounds`` defaults: every block decoded and
-   compared: counters and states bit for bit, gauges against their bound.
+4. kf1 (format version 1, bit packing), kf2 (version 2, entropy coding) and kf3
+   (version 3: kf2, and counters coded from a sibling counter; the default), all
+   with ``gauge_bounds`` defaults: every block decoded and compared: counters and
+   states bit for bit, gauges against their bound.
 
     python bench/bench_compression.py [--window 60] [--noisy-points 3600] [--minutes 10]
 """
@@ -49,6 +50,8 @@ from noisy_telemetry import METRICS, Shape, noisy_blocks
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.pipeline.keyframe import (
+    ENCODING,
+    ENCODINGS,
     SeriesBlock,
     block_from_frames,
     decode_block,
@@ -60,7 +63,9 @@ from fabricops.simulator.scenario import build_simulator, load_preset
 SIM_WINDOW_S = 60
 FAULT_LINK = "leaf-3:eth56~spine-5:eth16"
 TARGET_BYTES, TARGET_RATIO, TARGET_DECODE = 0.5, 5.0, 20e6
-CODECS = ("zstd", "kf1", "kf2")
+KF = tuple(ENCODINGS.items())
+"""Every format version, and its name; ``ENCODING`` (the default) is the new codec."""
+CODECS = ("zstd", *ENCODINGS.values())
 
 
 @dataclass
@@ -148,7 +153,7 @@ def measure(block: SeriesBlock, level: int, rng: np.random.Generator, share: flo
     cctx, dctx = zstandard.ZstdCompressor(level=level), zstandard.ZstdDecompressor()
     timed(t, "zstd", lambda: cctx.compress(block.ts_ns.tobytes() + block.raw.tobytes()),
           dctx.decompress)
-    for codec, version in (("kf1", 1), ("kf2", 2)):
+    for version, codec in KF:
         def encode(v: int = version) -> bytes:
             return encode_block(block, bounds, level=level, version=v)
         _, decoded = timed(t, codec, encode, decode_block)
@@ -165,35 +170,37 @@ def report(name: str, what: str, t: Tally, level: int) -> None:
     per = {"raw (8 B timestamp + 8 B value)": 16.0,
            f"zstd-{level} on raw columns per block": t.size["zstd"] / t.samples,
            "Gorilla (sample of series)": t.gorilla_bytes / max(t.gorilla_samples, 1),
-           "kf1 (previous codec)": t.size["kf1"] / t.samples,
-           "kf2 (new codec)": t.size["kf2"] / t.samples}
+           **{f"{c} ({'new' if c == ENCODING else 'previous'} codec)": t.size[c] / t.samples
+              for _, c in KF}}
     print(f"\n== {name}: {what}")
     print(f"blocks: {t.blocks:,}, samples: {t.samples:,} (Gorilla on {t.gorilla_samples:,})")
     for label, value in per.items():
         print(f"  {label:40s} {value:8.4f} B/sample")
-    kf2 = per["kf2 (new codec)"]
-    base = {k.split(" (")[0].split(" on")[0]: v for k, v in per.items() if "kf2" not in k}
-    print("kf2 is " + ", ".join(f"{v / kf2:,.1f}x smaller than {k}" for k, v in base.items()))
+    new = per[f"{ENCODING} (new codec)"]
+    base = {k.split(" (")[0].split(" on")[0]: v for k, v in per.items() if ENCODING not in k}
+    print(f"{ENCODING} is " + ", ".join(f"{v / new:,.1f}x smaller than {k}"
+                                        for k, v in base.items()))
     print("speed, one core, M samples per CPU-second (time.process_time):")
     for codec in CODECS:
         print(f"  {codec:5s} encode {t.samples / t.encode_s[codec] / 1e6:7.2f}   decode "
               f"{t.samples / t.decode_s[codec] / 1e6:7.2f}")
     for mid in sorted(t.gauge_bound):
         bound = t.gauge_bound[mid]
-        errs = {c: t.gauge_err[(c, mid)] for c in ("kf1", "kf2")}
+        errs = {c: t.gauge_err[(c, mid)] for _, c in KF}
         ok = all(e <= bound for e in errs.values())
-        print(f"  gauge {CATALOGUE.by_id(mid).name:22s} bound {bound:<7g} max |error| kf1 "
-              f"{errs['kf1']:<11.6g} kf2 {errs['kf2']:<11.6g} within: {'yes' if ok else 'NO'}")
-    for codec in ("kf1", "kf2"):
+        print(f"  gauge {CATALOGUE.by_id(mid).name:22s} bound {bound:<7g} max |error| "
+              + " ".join(f"{c} {e:<11.6g}" for c, e in errs.items())
+              + f" within: {'yes' if ok else 'NO'}")
+    for _, codec in KF:
         bad = t.exact_failures[codec]
         print(f"  {codec} counters and states exact (and NaN/inf gauges): "
               f"{'yes' if bad == 0 else f'NO ({bad} blocks)'} ({t.exact_samples:,} samples)")
-    dec = t.samples / t.decode_s["kf2"]
-    for label, ok in ((f"<= {TARGET_BYTES} B/sample", kf2 <= TARGET_BYTES),
+    dec = t.samples / t.decode_s[ENCODING]
+    for label, ok in ((f"<= {TARGET_BYTES} B/sample", new <= TARGET_BYTES),
                       (f">= {TARGET_RATIO:g}x smaller than zstd-{level}",
-                       base[f"zstd-{level}"] / kf2 >= TARGET_RATIO),
+                       base[f"zstd-{level}"] / new >= TARGET_RATIO),
                       (f">= {TARGET_RATIO:g}x smaller than Gorilla",
-                       base["Gorilla"] / kf2 >= TARGET_RATIO),
+                       base["Gorilla"] / new >= TARGET_RATIO),
                       (f"decode >= {TARGET_DECODE / 1e6:g} M samples per CPU-second",
                        dec >= TARGET_DECODE)):
         print(f"  target {label}: {'met' if ok else 'NOT met'}")

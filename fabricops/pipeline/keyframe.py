@@ -1,16 +1,19 @@
 """The keyframe block codec: one device's series from one source over one window.
 
-Two format versions share one header and body layout; the version byte says
+Three format versions share one header and body layout; the version byte says
 how a section's residuals are stored (``stream(rows)`` below):
 
-* version 2 (``kf2``, written by default): residuals entropy-coded with pcodec,
-  one chunk per group of rows of similar width, and an order-0 mode for gauges
-  that are noise around a level (see :mod:`.keyframe_entropy`);
+* version 3 (``kf3``, written by default): version 2, and a counter row may be
+  coded from a sibling counter of the same entity (packets from octets), see
+  :mod:`.keyframe_refs`: the counter section starts with that table;
+* version 2 (``kf2``): residuals entropy-coded with pcodec, one chunk per group
+  of rows of similar width, and an order-0 mode for gauges that are noise
+  around a level (see :mod:`.keyframe_entropy`);
 * version 1 (``kf1``): residuals bit packed per row (see :mod:`.keyframe_pack`).
 
-Blocks of both versions decode; ``encode_block(..., version=1)`` still writes
-version 1. The rest of this docstring describes version 1; version 2 differs
-only in ``stream(rows)``.
+Blocks of every version decode; ``encode_block(..., version=N)`` still writes
+an older one. The rest of this docstring describes version 1; version 2 differs
+in ``stream(rows)``, version 3 also in the counter section.
 
 A ``SeriesBlock`` holds ``n_series`` series of ``n_points`` samples sharing one
 timestamp column. The first point of each series is its keyframe (full value);
@@ -34,7 +37,7 @@ value before coding (leading ones the first present value) and decode as 0.
 
 Payload (little-endian throughout)::
 
-    header, 26 bytes: magic b"FOKF" | version u8 (1 or 2) | flags u8 (bit 0: every point
+    header, 26 bytes: magic b"FOKF" | version u8 (1, 2 or 3) | flags u8 (bit 0: every point
         present) | n_series u32 | n_points u32 | body length u32 | zstd length u32 |
         CRC-32 (zlib) of the 22 bytes before it
     zstd frame (with checksum) of the body:
@@ -43,7 +46,8 @@ Payload (little-endian throughout)::
                    entity index u32[n_series] | metric u16[n_series] |
                    kind u8[n_series] (0 counter, 1 gauge, 2 state)
       presence     np.packbits(present), row-major (absent when flag bit 0 is set)
-      counters     keyframes u64 planes | stream(rows)
+      counters     [version 3: n u32 | row u32[n] | reference u32[n] | ratio f32[n]] |
+                   keyframes u64 planes | stream(rows)
       gauges       bounds f64[] | keyframes u64 planes (zigzag steps, or bits) |
                    stream(rows) | n_exceptions u32 | position deltas u32[] | bits planes
       states       keyframes u64 planes | n_changes u32 | position deltas u32[] |
@@ -70,6 +74,7 @@ from numpy.typing import NDArray
 
 from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
 from fabricops.pipeline import keyframe_pack as kp
+from fabricops.pipeline import keyframe_refs as kr
 from fabricops.pipeline import keyframe_series as ks
 from fabricops.pipeline.keyframe_block import (
     MAX_POINTS,
@@ -86,12 +91,14 @@ __all__ = ["ENCODING", "ENCODINGS", "KeyframeDecodeError", "KeyframeError", "Ser
            "block_from_frames", "decode_block", "default_gauge_bound", "encode_block",
            "gauge_bounds"]
 
-ENCODING: Final = "kf2"
+ENCODING: Final = "kf3"
 """The name of what ``encode_block`` writes by default, for the store's ``encoding``."""
-ENCODINGS: Final = {1: "kf1", 2: "kf2"}
+ENCODINGS: Final = {1: "kf1", 2: "kf2", 3: "kf3"}
 MAGIC: Final = b"FOKF"
-VERSION: Final = 2
-STREAMS: Final[dict[int, ks.ResidualStream]] = {1: ks.PACKED, 2: ENTROPY}
+VERSION: Final = 3
+STREAMS: Final[dict[int, ks.ResidualStream]] = {1: ks.PACKED, 2: ENTROPY, 3: ENTROPY}
+REFERENCES_SINCE: Final = 3
+"""The first version whose counter section starts with a reference table."""
 FLAG_ALL_PRESENT: Final = 1
 MAX_BOUND: Final = 2.0**1000
 MAX_NAME_BYTES: Final = 1024
@@ -182,13 +189,12 @@ def encode_block(block: SeriesBlock, gauge_bound: NDArray[np.float64] | float,
     bound = _bounds(gauge_bound, block.n_series)
     parts: list[bytes] = []
     ks.write_integers(parts, block.ts_ns.view(np.uint64)[None, :], stream)
-    _write_names(parts, block, kinds)
+    entity = _write_names(parts, block, kinds)
     all_present = bool(block.present.all())
     if not all_present:
         parts.append(np.packbits(block.present).tobytes())
     counters, gauges, states = _rows_by_kind(kinds)
-    ks.write_counters(parts, block.raw[counters], block.present[counters], stream,
-                      kp.rate_ratio(block.ts_ns))
+    _write_counters(parts, block, counters, entity, stream, version)
     ks.write_gauges(parts, block.raw[gauges], block.present[gauges], bound[gauges], stream)
     ks.write_states(parts, block.raw[states], block.present[states])
     body = b"".join(parts)
@@ -202,7 +208,26 @@ def _rows_by_kind(kinds: NDArray[np.uint8]) -> list[NDArray[np.intp]]:
     return [np.flatnonzero(kinds == code) for code in range(3)]
 
 
-def _write_names(out: list[bytes], block: SeriesBlock, kinds: NDArray[np.uint8]) -> None:
+def _write_counters(out: list[bytes], block: SeriesBlock, rows: NDArray[np.intp],
+                    entity: NDArray[np.uint32], stream: ks.ResidualStream, version: int) -> None:
+    x = ks.ffill(block.raw[rows], block.present[rows])
+    if version >= REFERENCES_SINCE:
+        refs = kr.choose(x, entity[rows].astype(np.int64))
+        kr.write(out, refs)
+        x = kr.remove(x, refs)
+    ks.write_integers(out, x, stream, kp.rate_ratio(block.ts_ns))
+
+
+def _read_counters(rd: ks.BodyReader, rows: int, n_points: int, ts: NDArray[np.int64],
+                   stream: ks.ResidualStream, version: int) -> kp.U64:
+    refs = kr.read(rd, rows) if version >= REFERENCES_SINCE else kr.References()
+    x = ks.read_integers(rd, rows, n_points, "counter", stream, kp.rate_ratio(ts))
+    return kr.restore(x, refs)
+
+
+def _write_names(out: list[bytes], block: SeriesBlock, kinds: NDArray[np.uint8]
+                 ) -> NDArray[np.uint32]:
+    """Append the names section; return each series' entity index."""
     table = {e: i for i, e in enumerate(dict.fromkeys(block.entity))}
     encoded = [e.encode() for e in table]
     long = [e for e in encoded if len(e) > MAX_NAME_BYTES]
@@ -213,6 +238,7 @@ def _write_names(out: list[bytes], block: SeriesBlock, kinds: NDArray[np.uint8])
     out += [np.uint32(len(encoded)).tobytes(),
             np.array([len(e) for e in encoded], "<u4").tobytes(), b"".join(encoded),
             idx.astype("<u4").tobytes(), block.metric.astype("<u2").tobytes(), kinds.tobytes()]
+    return idx
 
 
 def decode_block(payload: bytes, catalogue: Catalogue = CATALOGUE) -> SeriesBlock:
@@ -234,8 +260,7 @@ def _decode(payload: bytes, catalogue: Catalogue) -> SeriesBlock:
     present = _read_presence(rd, n_series, n_points, bool(flags & FLAG_ALL_PRESENT))
     raw = np.empty((n_series, n_points), np.uint64)
     counters, gauges, states = _rows_by_kind(kinds)
-    raw[counters] = ks.read_integers(rd, len(counters), n_points, "counter", stream,
-                                     kp.rate_ratio(ts))
+    raw[counters] = _read_counters(rd, len(counters), n_points, ts, stream, version)
     raw[gauges] = ks.read_gauges(rd, len(gauges), n_points, stream)
     raw[states] = ks.read_states(rd, len(states), n_points)
     rd.done()
@@ -288,8 +313,9 @@ def _open(payload: bytes) -> tuple[int, int, int, int, bytes]:
 
 def _max_body(n_series: int, n_points: int) -> int:
     """The largest body a block of these counts can have (see the module docstring);
-    the margin covers version 2's chunk headers (up to 11 groups in 3 sections)."""
-    per_sample, per_series = 8 + 4 + 8 + 1, 45 + MAX_NAME_BYTES
+    the margin covers version 2's chunk headers (up to 11 groups in 3 sections) and
+    version 3's reference table."""
+    per_sample, per_series = 8 + 4 + 8 + 1, 45 + 12 + MAX_NAME_BYTES
     return (per_sample * n_series * n_points + per_series * n_series + 26 * n_points
             + 256 + 3 * 11 * 4096)
 

@@ -83,7 +83,7 @@ def _lagged(base: U64, lag: int) -> U64:
     return _lagged_into(base, lag, np.empty_like(base))
 
 
-def _cost(e: U64, scratch: _Scratch | None = None) -> NDArray[np.int64]:
+def residual_bits(e: U64, scratch: _Scratch | None = None) -> NDArray[np.int64]:
     """Approximate coded size of each series (the last axis): per residual its zigzag
     bit length plus one, 0 for a zero residual (bit lengths from the exponent of the
     float32 value, which may round one bit up). ``scratch`` holds the temporaries."""
@@ -181,7 +181,7 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
     d = _first_differences(y)
     modes = np.full(len(y), DOD_MODE, np.uint8)
     best = _lagged(d, 1)
-    cost = _cost(best)
+    cost = residual_bits(best)
     open_ = np.flatnonzero(cost > 0)  # a series without residuals cannot do better
     if len(open_) == 0:
         return modes, best
@@ -206,7 +206,7 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
     for mode, base, rows in candidates:
         e = base if mode in (ORDER0, RATE_MODE) else _lagged_into(
             base, mode & _LAG_MASK, scratch.view(len(base))[0])
-        c = _cost(e, scratch)
+        c = residual_bits(e, scratch)
         if rows is None:
             better = np.flatnonzero(c < sub_cost)
             sub_modes[better], sub_cost[better], sub_best[better] = mode, c[better], e[better]

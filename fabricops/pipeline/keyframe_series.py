@@ -156,11 +156,6 @@ def read_integers(rd: BodyReader, r: int, n: int, what: str,
     return x
 
 
-def write_counters(out: list[bytes], x: U64, valid: B, stream: ResidualStream = PACKED,
-                   ratio: F64 | None = None) -> None:
-    write_integers(out, ffill(x, valid), stream, ratio)
-
-
 def _within(recon: F64, x: F64, bound: F64) -> B:
     """Exactly |recon - x| <= bound (TwoSum recovers the rounding of the difference)."""
     s = recon - x

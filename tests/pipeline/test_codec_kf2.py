@@ -68,16 +68,17 @@ def floats(values: np.ndarray) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).view(np.uint64)
 
 
-def test_new_blocks_are_written_as_kf2() -> None:
+def test_version_2_is_written_on_request() -> None:
     b = block([COUNTER], np.arange(5, dtype=np.uint64))
-    assert ENCODING == ENCODINGS[2] == "kf2"
-    assert encode_block(b, 0.0)[4] == 2
+    assert ENCODINGS[2] == "kf2" != ENCODING  # the default is newer (tests: test_codec_kf3)
+    assert encode_block(b, 0.0, version=2)[4] == 2
+    assert decode_block(encode_block(b, 0.0, version=2)) == b
     assert encode_block(b, 0.0, version=1)[4] == 1
     with pytest.raises(KeyframeError, match="unknown format version"):
-        encode_block(b, 0.0, version=3)
+        encode_block(b, 0.0, version=9)
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_counters_are_bit_exact_through_resets_and_wraps(version: int) -> None:
     n = 40
     rate = np.uint64(48_000_000_000)
@@ -95,7 +96,7 @@ def test_counters_are_bit_exact_through_resets_and_wraps(version: int) -> None:
         assert decode_block(encode_block(b, 0.0, version=version)) == b
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_single_point_and_empty_blocks(version: int) -> None:
     raw = np.vstack([np.array([U64_MAX], np.uint64), floats(np.array([-2.5])),
                      np.array([1], np.uint64)])
@@ -145,9 +146,9 @@ def test_optics_reported_on_the_bound_grid_stay_within_bound_and_small() -> None
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=1,
                 max_size=30), st.sampled_from([1e-3, 0.01, 0.1, 8.0, 1e-300, 2.0**1000]))
-def test_gauges_stay_within_bound_in_both_versions(values: list[float], bound: float) -> None:
+def test_gauges_stay_within_bound_in_every_version(values: list[float], bound: float) -> None:
     x = np.array(values)
-    for version in (1, 2):
+    for version in (1, 2, 3):
         got = decode_block(encode_block(block([RX_POWER], floats(x)), bound, version=version))
         y = got.raw.view(np.float64)[0]
         for g, o in zip(y.tolist(), x.tolist(), strict=True):

@@ -56,7 +56,7 @@ def round_trip(b: SeriesBlock, bound: float | np.ndarray = 0.0) -> SeriesBlock:
 
 
 def test_encoding_name() -> None:
-    assert ENCODING == "kf2"
+    assert ENCODING == "kf3"
 
 
 def test_counters_round_trip_bit_exact_through_wraps_resets_and_jumps() -> None:
@@ -354,7 +354,7 @@ def _every_mode_cost(y: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     tried = [kp._lagged(d, lag) for lag in range(1, kp.MAX_LAG + 1)]
     tried += [kp._lagged(y, lag) for lag in range(1, kp.MAX_LAG + 1)]
     tried += [y, kp.rate_residuals(d, ratio)]
-    return np.min([kp._cost(e) for e in tried], axis=0)
+    return np.min([kp.residual_bits(e) for e in tried], axis=0)
 
 
 def test_the_chosen_mode_is_the_cheapest_of_all_modes_for_monotone_and_level_series() -> None:
@@ -372,5 +372,5 @@ def test_the_chosen_mode_is_the_cheapest_of_all_modes_for_monotone_and_level_ser
     y = np.concatenate([rising, falling, periodic, level, square]).astype(np.int64)
     y = (y - y[:, :1]).view(np.uint64)
     modes, e = kp.choose_residuals(y, order0=True, ratio=ratio)
-    assert kp._cost(e).tolist() == _every_mode_cost(y, ratio).tolist()
+    assert kp.residual_bits(e).tolist() == _every_mode_cost(y, ratio).tolist()
     assert kp.integrate(e[:, 1:], modes, ratio).tolist() == y[:, 1:].tolist()

@@ -1,0 +1,261 @@
+"""Keyframe format version 3: a counter coded from a sibling counter of its entity
+(packets from octets). Exact round trips through wraps and resets, smaller blocks
+than version 2, older payloads, and malformed reference tables."""
+
+from __future__ import annotations
+
+import struct
+import zlib
+
+import numpy as np
+import pytest
+import zstandard
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fabricops.core.catalogue import CATALOGUE
+from fabricops.pipeline import keyframe_refs as kr
+from fabricops.pipeline.keyframe import (
+    ENCODING,
+    ENCODINGS,
+    KeyframeDecodeError,
+    KeyframeError,
+    SeriesBlock,
+    decode_block,
+    encode_block,
+)
+from fabricops.pipeline.keyframe_series import BodyReader
+
+T0 = 1_767_225_600_000_000_000
+SECOND = 1_000_000_000
+U64_MAX = 2**64 - 1
+IN_OCTETS, IN_PKTS = CATALOGUE.id_of("in_octets"), CATALOGUE.id_of("in_pkts")
+OUT_OCTETS, OUT_PKTS = CATALOGUE.id_of("out_octets"), CATALOGUE.id_of("out_pkts")
+PORT_METRICS = (IN_OCTETS, IN_PKTS, OUT_OCTETS, OUT_PKTS)
+KF2_PAYLOAD = bytes.fromhex(
+    "464f4b4602000300000006000000b6000000910000005df578a928b52ffd24b625040082471a"
+    "24904d73a8becd7fb3b6cd3e51a381b96a34484a06099a5bd77c94651748ae3d3724f74e017f"
+    "ec3b36e2612fcb7122558830a5a6ee03801b75bfec418aa20c3f9e5b5727554f9c16f6c1f7da"
+    "b86c2a0fc6c242a9645ef89509b44d4b751302b508d7d9401a4922841a09003844403818c023"
+    "84147152150fabc1e08ccd0c2f005fded94245")
+"""A kf2 payload as version 2 wrote it: a port's in octets and packets (the packets
+wrapping at 2**32, one point absent) and a state, over six jittered polls."""
+KF2_OCTETS = [2**40, 2**40 + 4_000_000_000, 2**40 + 9_000_000_000, 2**40 + 9_000_000_000,
+              2**40 + 15_000_000_000, 2**40 + 22_000_000_000]
+KF2_PKTS = [2**32 - 500_000, 461_040, 0, 2_383_440, 3_826_080, 5_508_720]
+
+
+def port_block(ports: int = 12, n: int = 60, seed: int = 0, wrap32: bool = True,
+               reboot_at: int | None = 40) -> SeriesBlock:
+    """``ports`` ports of one leaf, in and out octets and packets: bursty on/off rates,
+    packets = octets over a frame size with noise; port 0's packets wrap at 2**32, every
+    counter of port 1 restarts from 0 at ``reboot_at``, a few points are absent."""
+    rng = np.random.default_rng(seed)
+    gaps = SECOND + rng.integers(-8_000_000, 8_000_000, n)
+    ts = T0 + np.cumsum(gaps).astype(np.int64)
+    rows, entity, metric = [], [], []
+    for p in range(ports):
+        for side in ("in", "out"):
+            on = (np.arange(n) + rng.integers(0, 9)) % 9 < rng.integers(2, 7)
+            rate = np.where(on, rng.uniform(3e10, 4.8e10), rng.uniform(0, 1e8))
+            octets = np.round(rate * rng.normal(1.0, 0.01, n) * gaps / 1e9).astype(np.int64)
+            size = 4158.0 - 4074.0 * np.clip(rng.uniform(0.02, 0.1) + rng.normal(0, 0.002, n),
+                                             0.0, 0.5)
+            pkts = np.round(octets / size).astype(np.int64)
+            start = rng.integers(0, 2**48, 2, dtype=np.uint64)
+            o_cum = start[0] + np.cumsum(octets).astype(np.uint64)
+            p_cum = start[1] + np.cumsum(pkts).astype(np.uint64)
+            if p == 0 and wrap32:
+                p_cum = (p_cum - start[1] + np.uint64(2**32 - 3_000_000)) & np.uint64(2**32 - 1)
+            if p == 1 and reboot_at is not None:
+                o_cum[reboot_at:] = np.cumsum(octets[reboot_at:]).astype(np.uint64)
+                p_cum[reboot_at:] = np.cumsum(pkts[reboot_at:]).astype(np.uint64)
+            rows += [o_cum, p_cum]
+            entity += [f"leaf-0:eth{p + 1}"] * 2
+            metric += [IN_OCTETS, IN_PKTS] if side == "in" else [OUT_OCTETS, OUT_PKTS]
+    raw = np.vstack(rows)
+    present = rng.random(raw.shape) >= 0.01
+    raw[~present] = 0
+    return SeriesBlock(ts, tuple(entity), np.array(metric, np.uint16), raw, present)
+
+
+def references_of(b: SeriesBlock) -> kr.References:
+    """The references the encoder chooses for ``b``'s rows (all counters here)."""
+    from fabricops.pipeline.keyframe_series import ffill
+
+    ids = {e: i for i, e in enumerate(dict.fromkeys(b.entity))}
+    return kr.choose(ffill(b.raw, b.present), np.array([ids[e] for e in b.entity]))
+
+
+def test_new_blocks_are_kf3_and_older_versions_are_written_on_request() -> None:
+    b = port_block(ports=2, n=8)
+    assert ENCODING == ENCODINGS[3] == "kf3"
+    for version in (1, 2, 3):
+        payload = encode_block(b, 0.0, version=version)
+        assert payload[4] == version
+        assert decode_block(payload) == b
+    assert encode_block(b, 0.0)[4] == 3
+    with pytest.raises(KeyframeError, match="unknown format version"):
+        encode_block(b, 0.0, version=4)
+
+
+def test_packets_are_coded_from_their_octets_and_the_block_is_smaller() -> None:
+    b = port_block()
+    refs = references_of(b)
+    pairs = {(int(b.metric[r]), int(b.metric[o])) for r, o in zip(refs.row, refs.ref,
+                                                                   strict=True)}
+    assert pairs <= {(IN_PKTS, IN_OCTETS), (OUT_PKTS, OUT_OCTETS)}
+    assert all(b.entity[r] == b.entity[o] for r, o in zip(refs.row, refs.ref, strict=True))
+    assert len(refs) >= 16  # most of the 24 packet counters
+    v2, v3 = encode_block(b, 0.0, version=2), encode_block(b, 0.0)
+    assert decode_block(v3) == b
+    pkts_samples = int(b.present[np.isin(b.metric, (IN_PKTS, OUT_PKTS))].sum())
+    assert len(v2) - len(v3) > pkts_samples / 16  # at least half a bit a packet sample
+
+
+def test_unrelated_counters_get_no_reference() -> None:
+    rng = np.random.default_rng(3)
+    walks = np.cumsum(rng.integers(0, 2**40, (4, 60)), axis=1).astype(np.uint64)
+    b = SeriesBlock(T0 + np.arange(60, dtype=np.int64) * SECOND, ("leaf-0:eth1",) * 4,
+                    np.array(PORT_METRICS, np.uint16), walks, np.ones(walks.shape, bool))
+    assert len(references_of(b)) == 0
+    assert decode_block(encode_block(b, 0.0)) == b
+
+
+def test_references_round_trip_through_wraps_resets_and_extremes() -> None:
+    b = port_block(ports=6, seed=5)
+    raw = b.raw.copy()
+    raw[4] = np.uint64(U64_MAX - 10**11) + np.arange(60, dtype=np.uint64) * np.uint64(
+        48_000_000_000)  # port 2 in octets wrap at 2**64: its packets' reference jumps
+    raw[5, 30:] = np.random.default_rng(9).integers(0, 2**64, 30, dtype=np.uint64)
+    raw[~b.present] = 0
+    hard = SeriesBlock(b.ts_ns, b.entity, b.metric, raw, b.present)
+    assert decode_block(encode_block(hard, 0.0)) == hard
+    for seed in range(4):
+        other = port_block(ports=4, seed=seed, reboot_at=seed * 15 or None)
+        assert decode_block(encode_block(other, 0.0)) == other
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(3, 40), st.floats(1e-9, 1e9), st.floats(0.0, 0.2), st.integers(0, 2**63),
+       st.integers(0, 2**32), st.data())
+def test_any_scaled_sibling_round_trips(n: int, ratio: float, noise: float, start: int,
+                                        step: int, data: st.DataObject) -> None:
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32)))
+    base = rng.integers(0, step + 1, n).astype(np.float64)
+    base[0] = 0
+    sibling = np.round(base * ratio * rng.normal(1.0, noise + 1e-12, n))
+    steps = np.vstack([base, np.clip(sibling, 0, 2.0**62)]).astype(np.uint64)
+    cum = np.cumsum(steps, axis=1, dtype=np.uint64) + np.uint64(start)  # wrapping
+    mask = data.draw(st.sampled_from([2**64 - 1, 2**32 - 1, 2**16 - 1]))
+    cum[1] &= np.uint64(mask)
+    present = np.ones(cum.shape, bool)
+    if data.draw(st.booleans()):
+        present[:, data.draw(st.integers(0, n - 1))] = False
+        cum[~present] = 0
+    b = SeriesBlock(T0 + np.arange(n, dtype=np.int64) * SECOND, ("nic-0:eth1",) * 2,
+                    np.array([IN_OCTETS, IN_PKTS], np.uint16), cum, present)
+    assert decode_block(encode_block(b, 0.0)) == b
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(2, 30), st.floats(width=32, allow_nan=False, allow_infinity=False),
+       st.data())
+def test_any_rows_and_ratio_come_back_from_their_reference(n: int, ratio: float,
+                                                            data: st.DataObject) -> None:
+    values = data.draw(st.lists(st.integers(0, U64_MAX), min_size=3 * n, max_size=3 * n))
+    x = np.array(values, np.uint64).reshape(3, n)
+    refs = kr.References(np.array([0, 2]), np.array([1, 1]), np.float32([ratio, -ratio]))
+    coded = kr.remove(x, refs)
+    assert np.array_equal(coded[:, 0], x[:, 0])
+    assert np.array_equal(coded[1], x[1])
+    assert np.array_equal(kr.restore(coded, refs), x)
+
+
+def test_a_block_written_by_version_2_still_decodes() -> None:
+    got = decode_block(KF2_PAYLOAD)
+    assert got.entity == ("leaf-0:eth1",) * 3
+    assert got.raw[0].tolist() == KF2_OCTETS
+    pkts = got.raw[1].tolist()
+    assert got.present[1].tolist() == [True, True, False, True, True, True]
+    assert pkts == KF2_PKTS
+    assert got.raw[2].tolist() == [1, 1, 1, 2, 1, 1]
+
+
+def table(rows: list[int], refs: list[int], ratios: list[float], count: int | None = None
+          ) -> bytes:
+    n = len(rows) if count is None else count
+    return (struct.pack("<I", n) + np.array(rows, "<u4").tobytes()
+            + np.array(refs, "<u4").tobytes() + np.array(ratios, "<f4").tobytes())
+
+
+@pytest.mark.parametrize(("raw", "cause"), [
+    (table([1], [0], [0.5], count=9), "9 for 4 rows"),
+    (table([4], [0], [0.5]), "outside the section"),
+    (table([1], [7], [0.5]), "outside the section"),
+    (table([2, 1], [0, 0], [0.5, 0.5]), "ascending"),
+    (table([1, 1], [0, 0], [0.5, 0.5]), "ascending"),
+    (table([1, 2], [2, 0], [0.5, 0.5]), "a reference is referencing"),
+    (table([1], [1], [0.5]), "a reference is referencing"),
+    (table([1], [0], [float("nan")]), "not finite"),
+    (table([1], [0], [float("inf")]), "not finite"),
+    (table([1, 2], [0, 0], [0.5, 0.5])[:-3], "truncated reference ratios"),
+    (b"\x01\x00", "truncated"),
+])
+def test_malformed_reference_tables_are_refused(raw: bytes, cause: str) -> None:
+    with pytest.raises(KeyframeDecodeError, match=cause):
+        kr.read(BodyReader(raw), 4)
+
+
+def test_a_table_read_back_is_the_table_written() -> None:
+    refs = references_of(port_block())
+    out: list[bytes] = []
+    kr.write(out, refs)
+    rd = BodyReader(b"".join(out))
+    back = kr.read(rd, 48)
+    rd.done()
+    assert np.array_equal(back.row, refs.row)
+    assert np.array_equal(back.ref, refs.ref)
+    assert np.array_equal(back.ratio, refs.ratio)
+
+
+def body_of(payload: bytes) -> bytes:
+    return zstandard.ZstdDecompressor().decompress(payload[26:])
+
+
+def rewrap(payload: bytes, body: bytes) -> bytes:
+    magic, version, flags, n_series, n_points, _, _ = struct.unpack_from("<4sBBIIII", payload)
+    frame = zstandard.ZstdCompressor(write_checksum=True).compress(body)
+    head = struct.pack("<4sBBIIII", magic, version, flags, n_series, n_points, len(body),
+                       len(frame))
+    return head + struct.pack("<I", zlib.crc32(head)) + frame
+
+
+def test_every_truncation_of_a_payload_with_references_is_refused() -> None:
+    b = port_block(ports=2, n=30)
+    assert len(references_of(b)) > 0
+    payload = encode_block(b, 0.0)
+    for size in range(len(payload)):
+        with pytest.raises(KeyframeDecodeError):
+            decode_block(payload[:size])
+    body = body_of(payload)
+    for size in range(len(body)):
+        with pytest.raises(KeyframeDecodeError):
+            decode_block(rewrap(payload, body[:size]))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_corrupt_bodies_with_references_are_refused_or_decode_to_a_valid_block(
+        data: st.DataObject) -> None:
+    b = port_block(ports=2, n=30)
+    payload = encode_block(b, 0.0)
+    body = bytearray(body_of(payload))
+    for _ in range(data.draw(st.integers(1, 4))):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        got = decode_block(rewrap(payload, bytes(body)))
+    except KeyframeDecodeError:
+        return
+    assert got.raw.shape == b.raw.shape
+    assert (np.diff(got.ts_ns) > 0).all()
