@@ -3,9 +3,11 @@
 Three format versions share one header and body layout; the version byte says
 how a section's residuals are stored (``stream(rows)`` below):
 
-* version 3 (``kf3``, written by default): version 2, and a counter row may be
-  coded from a sibling counter of the same entity (packets from octets), see
-  :mod:`.keyframe_refs`: the counter section starts with that table;
+* version 3 (``kf3``, written by default): version 2, and two ways to code a
+  counter row: from a sibling counter of the same entity (packets from octets,
+  :mod:`.keyframe_refs`), or as rates per nominal poll interval in a chunk of
+  their own (on/off traffic phases, :mod:`.keyframe_norm`); the counter section
+  starts with the reference table and ends with the rates' corrections;
 * version 2 (``kf2``): residuals entropy-coded with pcodec, one chunk per group
   of rows of similar width, and an order-0 mode for gauges that are noise
   around a level (see :mod:`.keyframe_entropy`);
@@ -47,7 +49,8 @@ Payload (little-endian throughout)::
                    kind u8[n_series] (0 counter, 1 gauge, 2 state)
       presence     np.packbits(present), row-major (absent when flag bit 0 is set)
       counters     [version 3: n u32 | row u32[n] | reference u32[n] | ratio f32[n]] |
-                   keyframes u64 planes | stream(rows)
+                   keyframes u64 planes | stream(rows) |
+                   [version 3: width code u8 | packed corrections]
       gauges       bounds f64[] | keyframes u64 planes (zigzag steps, or bits) |
                    stream(rows) | n_exceptions u32 | position deltas u32[] | bits planes
       states       keyframes u64 planes | n_changes u32 | position deltas u32[] |
@@ -73,6 +76,7 @@ import zstandard
 from numpy.typing import NDArray
 
 from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
+from fabricops.pipeline import keyframe_norm as kn
 from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline import keyframe_refs as kr
 from fabricops.pipeline import keyframe_series as ks
@@ -84,7 +88,7 @@ from fabricops.pipeline.keyframe_block import (
     default_gauge_bound,
     gauge_bounds,
 )
-from fabricops.pipeline.keyframe_entropy import ENTROPY
+from fabricops.pipeline.keyframe_entropy import ENTROPY, ENTROPY_LOOKBACK
 from fabricops.pipeline.keyframe_pack import KeyframeDecodeError, KeyframeError
 
 __all__ = ["ENCODING", "ENCODINGS", "KeyframeDecodeError", "KeyframeError", "SeriesBlock",
@@ -96,7 +100,7 @@ ENCODING: Final = "kf3"
 ENCODINGS: Final = {1: "kf1", 2: "kf2", 3: "kf3"}
 MAGIC: Final = b"FOKF"
 VERSION: Final = 3
-STREAMS: Final[dict[int, ks.ResidualStream]] = {1: ks.PACKED, 2: ENTROPY, 3: ENTROPY}
+STREAMS: Final[dict[int, ks.ResidualStream]] = {1: ks.PACKED, 2: ENTROPY, 3: ENTROPY_LOOKBACK}
 REFERENCES_SINCE: Final = 3
 """The first version whose counter section starts with a reference table."""
 FLAG_ALL_PRESENT: Final = 1
@@ -211,18 +215,20 @@ def _rows_by_kind(kinds: NDArray[np.uint8]) -> list[NDArray[np.intp]]:
 def _write_counters(out: list[bytes], block: SeriesBlock, rows: NDArray[np.intp],
                     entity: NDArray[np.uint32], stream: ks.ResidualStream, version: int) -> None:
     x = ks.ffill(block.raw[rows], block.present[rows])
-    if version >= REFERENCES_SINCE:
-        refs = kr.choose(x, entity[rows].astype(np.int64))
-        kr.write(out, refs)
-        x = kr.remove(x, refs)
-    ks.write_integers(out, x, stream, kp.rate_ratio(block.ts_ns))
+    if version < REFERENCES_SINCE:
+        ks.write_integers(out, x, stream, kp.rate_ratio(block.ts_ns))
+        return
+    refs = kr.choose(x, entity[rows].astype(np.int64))
+    kr.write(out, refs)
+    kn.write_counters(out, kr.remove(x, refs), block.ts_ns, ENTROPY_LOOKBACK)
 
 
 def _read_counters(rd: ks.BodyReader, rows: int, n_points: int, ts: NDArray[np.int64],
                    stream: ks.ResidualStream, version: int) -> kp.U64:
-    refs = kr.read(rd, rows) if version >= REFERENCES_SINCE else kr.References()
-    x = ks.read_integers(rd, rows, n_points, "counter", stream, kp.rate_ratio(ts))
-    return kr.restore(x, refs)
+    if version < REFERENCES_SINCE:
+        return ks.read_integers(rd, rows, n_points, "counter", stream, kp.rate_ratio(ts))
+    refs = kr.read(rd, rows)
+    return kr.restore(kn.read_counters(rd, rows, n_points, ts, ENTROPY_LOOKBACK), refs)
 
 
 def _write_names(out: list[bytes], block: SeriesBlock, kinds: NDArray[np.uint8]

@@ -9,7 +9,7 @@ fraction of a bit a sample and a noisy one close to its entropy.
 Layout of ``stream(rows)`` in version 2 (little-endian)::
 
     mode u8[rows] | divisor u64 planes | group u8[rows] |
-    per group g in 1..11 present in ``group``, ascending:
+    per group g in 1..11 (version 3 also 17..27) present in ``group``, ascending:
         head u32 (bit 31: packed; bits 0-30: chunk length) | chunk
 
 A row's residuals are divided by its divisor (lag modes; XOR rows keep their
@@ -21,7 +21,10 @@ packed at the group's width as version 1 packs them (bits, or byte planes),
 which the encoder picks where that is smaller after zstd: the repetitive
 residuals of periodic traffic, whose repeats zstd finds and pcodec does not.
 Modes may be ``ORDER0`` and, in counter sections, ``RATE_MODE`` as well as the
-version 1 modes (see :mod:`.keyframe_pack`).
+version 1 modes (see :mod:`.keyframe_pack`). In version 3 the rows in
+``NORM_MODE`` (counters as rates, :mod:`.keyframe_norm`) have their width code
+plus ``LOOKBACK_GROUP`` (16) as group, so their chunks hold nothing else, and
+pcodec may code those with lookback deltas.
 
 Gauges are quantized to steps a hair under ``2 * bound`` (``step_scale``):
 readings a device reports on a grid as fine as the bound (optics at 0.01 dBm
@@ -50,16 +53,25 @@ from fabricops.pipeline.keyframe_series import BodyReader
 
 PCODEC_LEVEL: Final = 8
 _CONFIG: Final = ChunkConfig(compression_level=PCODEC_LEVEL, delta_spec=DeltaSpec.no_op())
+_LOOKBACK: Final = ChunkConfig(compression_level=PCODEC_LEVEL,
+                               delta_spec=DeltaSpec.try_lookback())
+LOOKBACK_GROUP: Final = 0x10
+"""Version 3: added to the group code of rows in ``NORM_MODE``, whose chunk is their own
+(pcodec may code it with lookback deltas: a rate repeats a recent level)."""
 _FATAL: Final = (KeyboardInterrupt, SystemExit, GeneratorExit)
 _PACKED_FLAG: Final = 1 << 31
 _local = threading.local()  # a ZstdCompressor is not thread-safe: one per thread
 
 
 class EntropyStream:
-    """Version 2 residual stream: divisors, groups by width, one chunk per group."""
+    """Version 2 residual stream: divisors, groups by width, one chunk per group; with
+    ``lookback`` (version 3) the rows in ``NORM_MODE`` form groups of their own."""
 
     version2_modes = True
     step_scale = 1.0 - 2.0**-20
+
+    def __init__(self, lookback: bool = False) -> None:
+        self.lookback = lookback
 
     def write(self, out: list[bytes], modes: kp.U8, e: U64) -> None:
         lag = modes != kp.XOR_MODE
@@ -69,9 +81,17 @@ class EntropyStream:
             g[lag] = kp.common_divisors(s[lag])
             s[lag] //= g[lag].astype(np.int64)[:, None]
         groups = kp.width_codes(kp.zigzag(s.view(np.uint64)))
+        if self.lookback:
+            groups[(modes == kp.NORM_MODE) & (groups > 0)] |= LOOKBACK_GROUP
         out += [modes.tobytes(), kp.shuffle(g), groups.tobytes()]
         for code in np.unique(groups[groups > 0]).tolist():
             out += _group_chunk(s[groups == code], code)
+
+    def size(self, modes: kp.U8, e: U64) -> int:
+        """The bytes ``write`` appends for these rows."""
+        out: list[bytes] = []
+        self.write(out, modes, e)
+        return sum(map(len, out))
 
     def read(self, rd: BodyReader, r: int, cols: int, what: str,
              allow_xor: bool = False, allow_rate: bool = False) -> tuple[kp.U8, U64]:
@@ -84,8 +104,7 @@ class EntropyStream:
         if ((g != 1) & (modes == kp.XOR_MODE)).any():
             raise KeyframeDecodeError(f"corrupt {what} divisors: a divisor on an XOR row")
         groups = np.asarray(rd.array("u1", r, f"{what} groups"), np.uint8)
-        if r and int(groups.max()) >= len(kp.WIDTH_BITS):
-            raise KeyframeDecodeError(f"corrupt {what} groups: code {int(groups.max())}")
+        self._check_groups(groups, modes, what)
         s = np.zeros((r, cols), np.int64)
         order = np.argsort(groups, kind="stable")
         for code, a, b in kp.runs_of(groups):
@@ -94,10 +113,21 @@ class EntropyStream:
         e = s.view(np.uint64)
         return modes, (e * g[:, None] if (g != 1).any() else e)
 
+    def _check_groups(self, groups: kp.U8, modes: kp.U8, what: str) -> None:
+        width = groups & ~np.uint8(LOOKBACK_GROUP) if self.lookback else groups
+        if len(groups) and int(width.max()) >= len(kp.WIDTH_BITS):
+            raise KeyframeDecodeError(f"corrupt {what} groups: code {int(groups.max())}")
+        if self.lookback and not np.array_equal(
+                groups >= LOOKBACK_GROUP, (modes == kp.NORM_MODE) & (width > 0)):
+            raise KeyframeDecodeError(f"corrupt {what} groups: a lookback group must hold "
+                                      "exactly the rate rows")
+
 
 def _group_chunk(s: NDArray[np.int64], code: int) -> list[bytes]:
     """Header and bytes of one group: pcodec, or packed where that is smaller after zstd."""
-    chunk = standalone.simple_compress(np.ascontiguousarray(s).ravel(), _CONFIG)
+    config = _LOOKBACK if code & LOOKBACK_GROUP else _CONFIG
+    code &= ~LOOKBACK_GROUP
+    chunk = standalone.simple_compress(np.ascontiguousarray(s).ravel(), config)
     codes = np.full(len(s), code, np.uint8)
     packed = kp.pack_rows(kp.zigzag(s.view(np.uint64)), codes)
     estimate = _local.__dict__.get("zstd") or _local.__dict__.setdefault(
@@ -109,6 +139,7 @@ def _group_chunk(s: NDArray[np.int64], code: int) -> list[bytes]:
 
 def _read_group(rd: BodyReader, code: int, rows: int, cols: int, what: str
                 ) -> NDArray[np.int64]:
+    code &= ~LOOKBACK_GROUP
     head = rd.u32(f"{what} chunk length")
     size = head & ~_PACKED_FLAG
     chunk = rd.take(size, f"{what} chunk")
@@ -138,3 +169,4 @@ def _decompress(chunk: memoryview, size: int, what: str) -> NDArray[np.int64]:
 
 
 ENTROPY: Final = EntropyStream()
+ENTROPY_LOOKBACK: Final = EntropyStream(lookback=True)

@@ -43,6 +43,8 @@ MAX_LAG: Final = 16
 DOD_MODE: Final = ORDER2 | 1
 ORDER0: Final = ORDER2
 RATE_MODE: Final = 0x40
+NORM_MODE: Final = 0x41
+"""Format version 3 counters: rates per nominal interval (see ``keyframe_norm``)."""
 _PRED_LIMIT: Final = 2.0**62
 F64 = NDArray[np.float64]
 _LAG_MASK: Final = 0x7F
@@ -271,7 +273,9 @@ def valid_mode(modes: U8, allow_xor: bool, version2: bool = False,
                allow_rate: bool = False) -> bool:
     """True if every mode is one its format version defines for the section: a lag of 1
     or more, XOR where allowed; in version 2 also ``ORDER0``, and ``RATE_MODE`` where
-    allowed (its code is order 1 lag 64 in version 1, which version 2 does not have)."""
+    allowed (its code is order 1 lag 64 in version 1, which version 2 does not have).
+    ``NORM_MODE`` is order 1 lag 65 here (no encoder writes that lag): version 3 counter
+    sections read it as their own mode."""
     lag = modes & _LAG_MASK
     rate = modes == RATE_MODE
     ok = (lag >= 1) | (allow_xor & (modes == XOR_MODE))

@@ -1,11 +1,13 @@
 """Keyframe format version 3: a counter coded from a sibling counter of its entity
-(packets from octets). Exact round trips through wraps and resets, smaller blocks
-than version 2, older payloads, and malformed reference tables."""
+(packets from octets), and counters of on/off phases as rates per nominal interval.
+Exact round trips through wraps, resets and late polls, smaller blocks than
+version 2, older payloads, and malformed tables and sections."""
 
 from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -14,6 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabricops.core.catalogue import CATALOGUE
+from fabricops.pipeline import keyframe_norm as kn
+from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline import keyframe_refs as kr
 from fabricops.pipeline.keyframe import (
     ENCODING,
@@ -24,6 +28,7 @@ from fabricops.pipeline.keyframe import (
     decode_block,
     encode_block,
 )
+from fabricops.pipeline.keyframe_entropy import ENTROPY_LOOKBACK
 from fabricops.pipeline.keyframe_series import BodyReader
 
 T0 = 1_767_225_600_000_000_000
@@ -231,24 +236,38 @@ def rewrap(payload: bytes, body: bytes) -> bytes:
     return head + struct.pack("<I", zlib.crc32(head)) + frame
 
 
-def test_every_truncation_of_a_payload_with_references_is_refused() -> None:
-    b = port_block(ports=2, n=30)
-    assert len(references_of(b)) > 0
+def rate_block() -> SeriesBlock:
+    """On/off counters under jittered polls with a late one: rows coded as rates."""
+    ts, x = on_off_counters(40, 60, 3, gap_at=5)
+    return SeriesBlock(ts, tuple(f"leaf-0:eth{i}" for i in range(40)),
+                       np.full(40, IN_OCTETS, np.uint16), x, np.ones(x.shape, bool))
+
+
+@pytest.mark.parametrize("make", [lambda: port_block(ports=2, n=30), rate_block])
+def test_every_truncation_of_a_payload_is_refused(make: Callable[[], SeriesBlock]) -> None:
+    b = make()
     payload = encode_block(b, 0.0)
-    for size in range(len(payload)):
+    step = max(1, len(payload) // 1500)
+    for size in range(0, len(payload), step):
         with pytest.raises(KeyframeDecodeError):
             decode_block(payload[:size])
     body = body_of(payload)
-    for size in range(len(body)):
+    for size in range(0, len(body), max(1, len(body) // 1500)):
         with pytest.raises(KeyframeDecodeError):
             decode_block(rewrap(payload, body[:size]))
+
+
+def test_the_truncated_payloads_hold_references_and_rates() -> None:
+    assert len(references_of(port_block(ports=2, n=30))) > 0
+    _, modes = counter_section(rate_block().raw, rate_block().ts_ns)
+    assert (modes == kp.NORM_MODE).any()
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_corrupt_bodies_with_references_are_refused_or_decode_to_a_valid_block(
         data: st.DataObject) -> None:
-    b = port_block(ports=2, n=30)
+    b = port_block(ports=2, n=30) if data.draw(st.booleans()) else rate_block()
     payload = encode_block(b, 0.0)
     body = bytearray(body_of(payload))
     for _ in range(data.draw(st.integers(1, 4))):
@@ -259,3 +278,96 @@ def test_corrupt_bodies_with_references_are_refused_or_decode_to_a_valid_block(
         return
     assert got.raw.shape == b.raw.shape
     assert (np.diff(got.ts_ns) > 0).all()
+
+
+def on_off_counters(rows: int, n: int, seed: int, gap_at: int | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Octet counters of a job's on/off phases under jittered polls (a poll ``gap_at``
+    comes 40 s late): what rate coding pays twice for and rates per interval do not."""
+    rng = np.random.default_rng(seed)
+    gaps = SECOND + rng.integers(-6_000_000, 6_000_000, n)
+    if gap_at is not None:
+        gaps[gap_at] += 40 * SECOND
+    ts = T0 + np.cumsum(gaps).astype(np.int64)
+    period = rng.uniform(17.0, 30.0)  # a training step, longer than the longest lag
+    pos = ((np.arange(n)[None, :] + rng.uniform(0, period, (rows, 1))) % period) / period
+    on = np.clip((0.4 - pos) * period, 0.0, 1.0)  # the share of each poll spent sending
+    noise = rng.normal(1.0, 0.005, (rows, n))  # on the collective's share only
+    rate = on * rng.uniform(4e10, 4.8e10, (rows, 1)) * noise + rng.uniform(1e6, 1e9, (rows, 1))
+    steps = np.round(rate * gaps / 1e9).astype(np.uint64)
+    steps[:, 0] = 0
+    start = rng.integers(0, 2**48, (rows, 1), dtype=np.uint64)
+    return ts, start + np.cumsum(steps, axis=1, dtype=np.uint64)
+
+
+def counter_section(x: np.ndarray, ts: np.ndarray) -> tuple[bytes, np.ndarray]:
+    out: list[bytes] = []
+    kn.write_counters(out, x, ts, ENTROPY_LOOKBACK)
+    body = b"".join(out)
+    return body, np.frombuffer(out[1], np.uint8)  # after the keyframes: the modes
+
+
+def test_on_off_rates_are_coded_per_interval_and_come_back_exact() -> None:
+    ts, x = on_off_counters(40, 60, 1)
+    body, modes = counter_section(x, ts)
+    assert (modes == kp.NORM_MODE).sum() >= 30
+    rd = BodyReader(body)
+    assert np.array_equal(kn.read_counters(rd, 40, 60, ts, ENTROPY_LOOKBACK), x)
+    rd.done()
+    b = SeriesBlock(ts, tuple(f"leaf-0:eth{i}" for i in range(40)),
+                    np.full(40, IN_OCTETS, np.uint16), x, np.ones(x.shape, bool))
+    v2, v3 = encode_block(b, 0.0, version=2), encode_block(b, 0.0)
+    assert decode_block(v3) == b
+    assert len(v3) < len(v2)
+
+
+def test_a_late_poll_is_corrected_and_huge_steps_stay_in_rate_mode() -> None:
+    ts, x = on_off_counters(40, 60, 2, gap_at=17)
+    x[3, 30:] += np.uint64(2**60)  # a step no float64 rate holds to the unit
+    x[4, 25:] -= x[4, 25]  # a reset
+    body, modes = counter_section(x, ts)
+    assert (modes == kp.NORM_MODE).sum() >= 20
+    assert modes[3] != kp.NORM_MODE
+    rd = BodyReader(body)
+    assert np.array_equal(kn.read_counters(rd, 40, 60, ts, ENTROPY_LOOKBACK), x)
+    rd.done()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(1, 6), st.integers(2, 40), st.data())
+def test_any_counters_under_any_poll_times_round_trip_in_the_counter_section(
+        rows: int, n: int, data: st.DataObject) -> None:
+    gaps = data.draw(st.lists(st.integers(1, 100 * SECOND), min_size=n, max_size=n))
+    ts = T0 + np.cumsum(gaps).astype(np.int64)
+    kind = data.draw(st.sampled_from(["rates", "any"]))
+    if kind == "rates":
+        rate = np.array(data.draw(st.lists(st.integers(0, 2**40), min_size=rows,
+                                           max_size=rows)), np.float64)
+        steps = np.round(rate[:, None] * np.array(gaps) / 1e9).astype(np.uint64)
+        x = np.cumsum(steps, axis=1, dtype=np.uint64)
+    else:
+        values = data.draw(st.lists(st.integers(0, U64_MAX), min_size=rows * n,
+                                    max_size=rows * n))
+        x = np.array(values, np.uint64).reshape(rows, n)
+    body, _ = counter_section(x, ts)
+    rd = BodyReader(body)
+    assert np.array_equal(kn.read_counters(rd, rows, n, ts, ENTROPY_LOOKBACK), x)
+    rd.done()
+
+
+def test_malformed_rate_sections_are_refused() -> None:
+    ts, x = on_off_counters(40, 60, 3, gap_at=5)
+    body, modes = counter_section(x, ts)
+    assert (modes == kp.NORM_MODE).any()
+    with pytest.raises(KeyframeDecodeError, match="truncated"):
+        kn.read_counters(BodyReader(body[:-1]), 40, 60, ts, ENTROPY_LOOKBACK)
+    at = 8 * 40  # the modes follow the keyframes
+    flipped = bytearray(body)
+    flipped[at + int(np.flatnonzero(modes == kp.NORM_MODE)[0])] = kp.RATE_MODE
+    with pytest.raises(KeyframeDecodeError, match="lookback group"):
+        kn.read_counters(BodyReader(bytes(flipped)), 40, 60, ts, ENTROPY_LOOKBACK)
+    rd = BodyReader(b"\x0c")
+    with pytest.raises(KeyframeDecodeError, match="correction width"):
+        kn.read_corrections(rd, 2, 3)
+    with pytest.raises(KeyframeDecodeError, match="truncated corrections"):
+        kn.read_corrections(BodyReader(b"\x02\x00"), 4, 4)
