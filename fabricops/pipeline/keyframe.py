@@ -48,9 +48,9 @@ Payload (little-endian throughout)::
                    entity index u32[n_series] | metric u16[n_series] |
                    kind u8[n_series] (0 counter, 1 gauge, 2 state)
       presence     np.packbits(present), row-major (absent when flag bit 0 is set)
-      counters     [version 3: n u32 | row u32[n] | reference u32[n] | ratio f32[n]] |
-                   keyframes u64 planes | stream(rows) |
-                   [version 3: width code u8 | packed corrections]
+      counters     [version 3: reference table (see keyframe_refs)] |
+                   keyframes u64 planes [version 3: length u32 | pcodec chunk] |
+                   stream(rows) | [version 3: width code u8 | packed corrections]
       gauges       bounds f64[] | keyframes u64 planes (zigzag steps, or bits) |
                    stream(rows) | n_exceptions u32 | position deltas u32[] | bits planes
       states       keyframes u64 planes | n_changes u32 | position deltas u32[] |

@@ -168,5 +168,25 @@ def _decompress(chunk: memoryview, size: int, what: str) -> NDArray[np.int64]:
     return dst
 
 
+def write_column(out: list[bytes], x: U64) -> None:
+    """A column of values of any magnitudes (a section's keyframes): u32 length | a
+    pcodec chunk of their bits as int64 (nothing after the length when empty)."""
+    chunk = standalone.simple_compress(np.ascontiguousarray(x).view(np.int64), _CONFIG) \
+        if len(x) else b""
+    out += [np.uint32(len(chunk)).tobytes(), chunk]
+
+
+def read_column(rd: BodyReader, count: int, what: str) -> U64:
+    """Inverse of ``write_column`` for ``count`` values; KeyframeDecodeError if the chunk
+    is corrupt or holds another number of values."""
+    size = rd.u32(f"{what} length")
+    chunk = rd.take(size, what)
+    if count == 0:
+        if size:
+            raise KeyframeDecodeError(f"corrupt {what}: {size} bytes for no values")
+        return np.zeros(0, np.uint64)
+    return _decompress(chunk, count, what).view(np.uint64)
+
+
 ENTROPY: Final = EntropyStream()
 ENTROPY_LOOKBACK: Final = EntropyStream(lookback=True)

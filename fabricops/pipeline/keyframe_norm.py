@@ -18,6 +18,10 @@ increments); a row is coded so only if every other point needs none. All float
 arithmetic is float64, clipped to +-2**62 and rounded half to even, the same
 on both sides.
 
+In version 3 the counter section's keyframes are a pcodec chunk
+(``keyframe_entropy.write_column``): counters since boot have any magnitude, and
+pcodec's bins fit that better than byte planes do.
+
 Layout, after the counter section's residual stream::
 
     width code u8 | corrections: zigzag values of the rows in ``NORM_MODE`` (in row
@@ -34,6 +38,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricops.pipeline import keyframe_pack as kp
+from fabricops.pipeline.keyframe_entropy import read_column, write_column
 from fabricops.pipeline.keyframe_pack import U64, KeyframeDecodeError
 from fabricops.pipeline.keyframe_series import BodyReader
 
@@ -131,7 +136,7 @@ def write_counters(out: list[bytes], x: U64, ts_ns: NDArray[np.int64], stream: _
         if len(rows) and (stream.size(as_rates, q[ok].view(np.uint64)) + sum(map(len, fix))
                           < stream.size(modes[rows], e[rows, 1:]) + 1):
             modes[rows], e[rows, 1:], corr = NORM_MODE, q[ok].view(np.uint64), at_long[ok]
-    out.append(kp.shuffle(kf))
+    write_column(out, kf)
     stream.write(out, modes, e[:, 1:])
     write_corrections(out, corr)
 
@@ -139,7 +144,7 @@ def write_counters(out: list[bytes], x: U64, ts_ns: NDArray[np.int64], stream: _
 def read_counters(rd: BodyReader, r: int, n: int, ts_ns: NDArray[np.int64],
                   stream: _Stream) -> U64:
     """Inverse of ``write_counters``."""
-    kf = rd.column(r, "counter keyframes")
+    kf = read_column(rd, r, "counter keyframes")
     modes, e = stream.read(rd, r, n - 1, "counter", allow_rate=True)
     k, long = scale(ts_ns)
     corr = read_corrections(rd, int((modes == NORM_MODE).sum()), int(long.sum()))

@@ -16,7 +16,9 @@ every row as stored, then each referencing row from its (final) reference.
 
 Layout, at the start of the counter section::
 
-    n u32 | row u32[n] (strictly ascending) | reference u32[n] | ratio f32[n]
+    n u32 | row steps u32[n] (each row minus the one before, the first itself; rows
+    strictly ascending) | reference offsets i32[n] (row minus reference) |
+    ratio f32[n] as 4 byte planes, least significant first
 
 The encoder (``choose``) tries, for each costly row, the costliest rows of the
 same entity that cost at least as much as it does as its reference, with the
@@ -120,7 +122,10 @@ def _ratios(d_row: I64, d_ref: I64) -> F32:
     den = np.where(ok, d_ref, 0).astype(np.float64).sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = np.where(den > 0, num / den, 0.0).astype(np.float32)
-    return ratio
+    # 16 significant bits are plenty for a prediction; the low byte left 0 costs nothing
+    bits = ratio.view(np.uint32)
+    rounded = ((bits.astype(np.uint64) + 0x80) & ~np.uint64(0xFF)).astype(np.uint32)
+    return np.where(np.isfinite(ratio), rounded.view(np.float32), ratio)
 
 
 def _one_level(rows: I64, ref: I64, ratio: F32, gain: I64) -> References:
@@ -167,8 +172,12 @@ def restore(coded: U64, refs: References) -> U64:
 
 
 def write(out: list[bytes], refs: References) -> None:
-    out += [np.uint32(len(refs)).tobytes(), refs.row.astype("<u4").tobytes(),
-            refs.ref.astype("<u4").tobytes(), refs.ratio.astype("<f4").tobytes()]
+    """The table: rows as steps from the previous one, references as offsets back from
+    their row, ratios as byte planes (mostly small numbers and a zero plane: zstd's)."""
+    steps = np.diff(refs.row, prepend=0)
+    out += [np.uint32(len(refs)).tobytes(), steps.astype("<u4").tobytes(),
+            (refs.row - refs.ref).astype("<i4").tobytes(),
+            refs.ratio.astype("<f4").view(np.uint8).reshape(-1, 4).T.tobytes()]
 
 
 def read(rd: BodyReader, rows: int) -> References:
@@ -177,16 +186,19 @@ def read(rd: BodyReader, rows: int) -> References:
     n = rd.u32("counter reference count")
     if n > rows:
         raise KeyframeDecodeError(f"corrupt counter references: {n} for {rows} rows")
-    row = rd.array("<u4", n, "referencing rows").astype(np.int64)
-    ref = rd.array("<u4", n, "reference rows").astype(np.int64)
-    ratio = np.asarray(rd.array("<f4", n, "reference ratios"), np.float32)
-    if n and (int(row.max()) >= rows or int(ref.max()) >= rows):
-        raise KeyframeDecodeError("corrupt counter references: a row outside the section")
-    if (np.diff(row) <= 0).any():
+    steps = rd.array("<u4", n, "referencing rows").astype(np.int64)
+    back = rd.array("<i4", n, "reference offsets").astype(np.int64)
+    planes = np.asarray(rd.array("u1", 4 * n, "reference ratios"), np.uint8)
+    ratio = np.ascontiguousarray(planes.reshape(4, n).T).view("<f4").reshape(n)
+    if (steps[1:] == 0).any():
         raise KeyframeDecodeError("corrupt counter references: rows not in ascending order")
+    row = np.cumsum(steps)
+    ref = row - back
+    if n and (int(row[-1]) >= rows or int(ref.max()) >= rows or int(ref.min()) < 0):
+        raise KeyframeDecodeError("corrupt counter references: a row outside the section")
     if np.isin(ref, row).any():
         raise KeyframeDecodeError("corrupt counter references: a reference is referencing")
     if not np.isfinite(ratio).all():
         raise KeyframeDecodeError("corrupt counter references: a ratio is not finite")
-    return References(row, ref, ratio)
+    return References(row, ref, ratio.astype(np.float32))
 

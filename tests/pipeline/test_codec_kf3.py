@@ -28,7 +28,7 @@ from fabricops.pipeline.keyframe import (
     decode_block,
     encode_block,
 )
-from fabricops.pipeline.keyframe_entropy import ENTROPY_LOOKBACK
+from fabricops.pipeline.keyframe_entropy import ENTROPY_LOOKBACK, read_column, write_column
 from fabricops.pipeline.keyframe_series import BodyReader
 
 T0 = 1_767_225_600_000_000_000
@@ -189,16 +189,20 @@ def test_a_block_written_by_version_2_still_decodes() -> None:
 
 def table(rows: list[int], refs: list[int], ratios: list[float], count: int | None = None
           ) -> bytes:
+    """A reference table as ``keyframe_refs.write`` lays it out (steps, offsets, planes),
+    from rows and references that may be anything."""
     n = len(rows) if count is None else count
-    return (struct.pack("<I", n) + np.array(rows, "<u4").tobytes()
-            + np.array(refs, "<u4").tobytes() + np.array(ratios, "<f4").tobytes())
+    steps = np.diff(np.array(rows, np.int64), prepend=0)
+    planes = np.array(ratios, "<f4").view(np.uint8).reshape(-1, 4).T
+    return (struct.pack("<I", n) + steps.astype("<u4").tobytes()
+            + (np.array(rows) - np.array(refs)).astype("<i4").tobytes() + planes.tobytes())
 
 
 @pytest.mark.parametrize(("raw", "cause"), [
     (table([1], [0], [0.5], count=9), "9 for 4 rows"),
     (table([4], [0], [0.5]), "outside the section"),
     (table([1], [7], [0.5]), "outside the section"),
-    (table([2, 1], [0, 0], [0.5, 0.5]), "ascending"),
+    (table([2, 1], [0, 0], [0.5, 0.5]), "outside the section"),  # a step back wraps
     (table([1, 1], [0, 0], [0.5, 0.5]), "ascending"),
     (table([1, 2], [2, 0], [0.5, 0.5]), "a reference is referencing"),
     (table([1], [1], [0.5]), "a reference is referencing"),
@@ -301,10 +305,16 @@ def on_off_counters(rows: int, n: int, seed: int, gap_at: int | None = None
 
 
 def counter_section(x: np.ndarray, ts: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """The counter section's bytes (after the reference table), and its rows' modes."""
     out: list[bytes] = []
     kn.write_counters(out, x, ts, ENTROPY_LOOKBACK)
     body = b"".join(out)
-    return body, np.frombuffer(out[1], np.uint8)  # after the keyframes: the modes
+    return body, np.frombuffer(out[2], np.uint8)  # after the keyframes' length and chunk
+
+
+def modes_offset(body: bytes) -> int:
+    """Where the modes start: after the keyframes' u32 length and their chunk."""
+    return 4 + int(struct.unpack_from("<I", body)[0])
 
 
 def test_on_off_rates_are_coded_per_interval_and_come_back_exact() -> None:
@@ -361,7 +371,7 @@ def test_malformed_rate_sections_are_refused() -> None:
     assert (modes == kp.NORM_MODE).any()
     with pytest.raises(KeyframeDecodeError, match="truncated"):
         kn.read_counters(BodyReader(body[:-1]), 40, 60, ts, ENTROPY_LOOKBACK)
-    at = 8 * 40  # the modes follow the keyframes
+    at = modes_offset(body)
     flipped = bytearray(body)
     flipped[at + int(np.flatnonzero(modes == kp.NORM_MODE)[0])] = kp.RATE_MODE
     with pytest.raises(KeyframeDecodeError, match="lookback group"):
@@ -371,3 +381,22 @@ def test_malformed_rate_sections_are_refused() -> None:
         kn.read_corrections(rd, 2, 3)
     with pytest.raises(KeyframeDecodeError, match="truncated corrections"):
         kn.read_corrections(BodyReader(b"\x02\x00"), 4, 4)
+
+
+def test_keyframe_columns_round_trip_and_refuse_what_they_cannot_be() -> None:
+    x = np.array([0, 1, 2**48 - 1, 2**63, U64_MAX, 7], np.uint64)
+    out: list[bytes] = []
+    write_column(out, x)
+    body = b"".join(out)
+    rd = BodyReader(body)
+    assert np.array_equal(read_column(rd, 6, "keyframes"), x)
+    rd.done()
+    with pytest.raises(KeyframeDecodeError, match="where the block needs 7"):
+        read_column(BodyReader(body), 7, "keyframes")
+    with pytest.raises(KeyframeDecodeError, match="truncated keyframes"):
+        read_column(BodyReader(body[:-2]), 6, "keyframes")
+    with pytest.raises(KeyframeDecodeError, match="bytes for no values"):
+        read_column(BodyReader(body), 0, "keyframes")
+    empty: list[bytes] = []
+    write_column(empty, np.zeros(0, np.uint64))
+    assert read_column(BodyReader(b"".join(empty)), 0, "keyframes").size == 0
