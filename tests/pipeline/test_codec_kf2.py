@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import re
 import struct
-import zlib
 from fractions import Fraction
 
 import numpy as np
 import pytest
-import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pcodec import ChunkConfig, standalone
@@ -28,10 +26,8 @@ from fabricops.pipeline.keyframe import (
 )
 from fabricops.pipeline.keyframe_entropy import ENTROPY
 from fabricops.pipeline.keyframe_series import BodyReader
+from tests.pipeline.keyframe_bytes import SECOND, T0, U64_MAX, body_of, rewrap
 
-T0 = 1_767_225_600_000_000_000
-SECOND = 1_000_000_000
-U64_MAX = 2**64 - 1
 COUNTER = CATALOGUE.id_of("in_octets")
 RX_POWER = CATALOGUE.id_of("rx_power_dbm")
 STATE = CATALOGUE.id_of("oper_status")
@@ -194,19 +190,6 @@ def decode_or_cause(payload: bytes) -> SeriesBlock | str:
 def assert_refused(outcome: SeriesBlock | str) -> None:
     assert isinstance(outcome, str)
     assert CAUSES.search(outcome), outcome
-
-
-def rewrap(payload: bytes, body: bytes) -> bytes:
-    """``payload``'s header around another body, with valid lengths and checksums."""
-    magic, version, flags, n_series, n_points, _, _ = struct.unpack_from("<4sBBIIII", payload)
-    frame = zstandard.ZstdCompressor(write_checksum=True).compress(body)
-    head = struct.pack("<4sBBIIII", magic, version, flags, n_series, n_points, len(body),
-                       len(frame))
-    return head + struct.pack("<I", zlib.crc32(head)) + frame
-
-
-def body_of(payload: bytes) -> bytes:
-    return zstandard.ZstdDecompressor().decompress(payload[26:])
 
 
 def test_every_truncation_of_a_kf2_payload_is_refused() -> None:

@@ -6,12 +6,10 @@ version 2, older payloads, and malformed tables and sections."""
 from __future__ import annotations
 
 import struct
-import zlib
 from collections.abc import Callable
 
 import numpy as np
 import pytest
-import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,10 +28,8 @@ from fabricops.pipeline.keyframe import (
 )
 from fabricops.pipeline.keyframe_entropy import ENTROPY_LOOKBACK, read_column, write_column
 from fabricops.pipeline.keyframe_series import BodyReader
+from tests.pipeline.keyframe_bytes import SECOND, T0, U64_MAX, body_of, rewrap
 
-T0 = 1_767_225_600_000_000_000
-SECOND = 1_000_000_000
-U64_MAX = 2**64 - 1
 IN_OCTETS, IN_PKTS = CATALOGUE.id_of("in_octets"), CATALOGUE.id_of("in_pkts")
 OUT_OCTETS, OUT_PKTS = CATALOGUE.id_of("out_octets"), CATALOGUE.id_of("out_pkts")
 PORT_METRICS = (IN_OCTETS, IN_PKTS, OUT_OCTETS, OUT_PKTS)
@@ -226,18 +222,6 @@ def test_a_table_read_back_is_the_table_written() -> None:
     assert np.array_equal(back.row, refs.row)
     assert np.array_equal(back.ref, refs.ref)
     assert np.array_equal(back.ratio, refs.ratio)
-
-
-def body_of(payload: bytes) -> bytes:
-    return zstandard.ZstdDecompressor().decompress(payload[26:])
-
-
-def rewrap(payload: bytes, body: bytes) -> bytes:
-    magic, version, flags, n_series, n_points, _, _ = struct.unpack_from("<4sBBIIII", payload)
-    frame = zstandard.ZstdCompressor(write_checksum=True).compress(body)
-    head = struct.pack("<4sBBIIII", magic, version, flags, n_series, n_points, len(body),
-                       len(frame))
-    return head + struct.pack("<I", zlib.crc32(head)) + frame
 
 
 def rate_block() -> SeriesBlock:
