@@ -3,11 +3,11 @@
 Three format versions share one header and body layout; the version byte says
 how a section's residuals are stored (``stream(rows)`` below):
 
-* version 3 (``kf3``, written by default): version 2, and two ways to code a
-  counter row: from a sibling counter of the same entity (packets from octets,
-  :mod:`.keyframe_refs`), or as rates per nominal poll interval in a chunk of
-  their own (on/off traffic phases, :mod:`.keyframe_norm`); the counter section
-  starts with the reference table and ends with the rates' corrections;
+* version 3 (``kf3``, written by default): version 2 with another counter
+  section (:mod:`.keyframe_counters`): a counter row may be coded from a
+  sibling counter of its entity (packets from octets, :mod:`.keyframe_refs`),
+  or as rates per nominal poll interval in chunks of their own (on/off traffic
+  phases, :mod:`.keyframe_norm`), and the keyframes are a pcodec chunk;
 * version 2 (``kf2``): residuals entropy-coded with pcodec, one chunk per group
   of rows of similar width, and an order-0 mode for gauges that are noise
   around a level (see :mod:`.keyframe_entropy`);
@@ -48,9 +48,8 @@ Payload (little-endian throughout)::
                    entity index u32[n_series] | metric u16[n_series] |
                    kind u8[n_series] (0 counter, 1 gauge, 2 state)
       presence     np.packbits(present), row-major (absent when flag bit 0 is set)
-      counters     [version 3: reference table (see keyframe_refs)] |
-                   keyframes u64 planes [version 3: length u32 | pcodec chunk] |
-                   stream(rows) | [version 3: width code u8 | packed corrections]
+      counters     keyframes u64 planes | stream(rows)
+                   [version 3: see keyframe_counters]
       gauges       bounds f64[] | keyframes u64 planes (zigzag steps, or bits) |
                    stream(rows) | n_exceptions u32 | position deltas u32[] | bits planes
       states       keyframes u64 planes | n_changes u32 | position deltas u32[] |
@@ -76,9 +75,8 @@ import zstandard
 from numpy.typing import NDArray
 
 from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
-from fabricops.pipeline import keyframe_norm as kn
+from fabricops.pipeline import keyframe_counters as kc
 from fabricops.pipeline import keyframe_pack as kp
-from fabricops.pipeline import keyframe_refs as kr
 from fabricops.pipeline import keyframe_series as ks
 from fabricops.pipeline.keyframe_block import (
     MAX_POINTS,
@@ -101,8 +99,8 @@ ENCODINGS: Final = {1: "kf1", 2: "kf2", 3: "kf3"}
 MAGIC: Final = b"FOKF"
 VERSION: Final = 3
 STREAMS: Final[dict[int, ks.ResidualStream]] = {1: ks.PACKED, 2: ENTROPY, 3: ENTROPY_LOOKBACK}
-REFERENCES_SINCE: Final = 3
-"""The first version whose counter section starts with a reference table."""
+COUNTER_SECTION_3: Final = 3
+"""The first version whose counter section is :mod:`.keyframe_counters`."""
 FLAG_ALL_PRESENT: Final = 1
 MAX_BOUND: Final = 2.0**1000
 MAX_NAME_BYTES: Final = 1024
@@ -198,7 +196,7 @@ def encode_block(block: SeriesBlock, gauge_bound: NDArray[np.float64] | float,
     if not all_present:
         parts.append(np.packbits(block.present).tobytes())
     counters, gauges, states = _rows_by_kind(kinds)
-    _write_counters(parts, block, counters, entity, stream, version)
+    _write_counters(parts, block, counters, entity, version)
     ks.write_gauges(parts, block.raw[gauges], block.present[gauges], bound[gauges], stream)
     ks.write_states(parts, block.raw[states], block.present[states])
     body = b"".join(parts)
@@ -213,22 +211,19 @@ def _rows_by_kind(kinds: NDArray[np.uint8]) -> list[NDArray[np.intp]]:
 
 
 def _write_counters(out: list[bytes], block: SeriesBlock, rows: NDArray[np.intp],
-                    entity: NDArray[np.uint32], stream: ks.ResidualStream, version: int) -> None:
+                    entity: NDArray[np.uint32], version: int) -> None:
     x = ks.ffill(block.raw[rows], block.present[rows])
-    if version < REFERENCES_SINCE:
-        ks.write_integers(out, x, stream, kp.rate_ratio(block.ts_ns))
-        return
-    refs = kr.choose(x, entity[rows].astype(np.int64))
-    kr.write(out, refs)
-    kn.write_counters(out, kr.remove(x, refs), block.ts_ns, ENTROPY_LOOKBACK)
+    if version >= COUNTER_SECTION_3:
+        kc.write(out, x, entity[rows].astype(np.int64), block.ts_ns, ENTROPY_LOOKBACK)
+    else:
+        ks.write_integers(out, x, STREAMS[version], kp.rate_ratio(block.ts_ns))
 
 
 def _read_counters(rd: ks.BodyReader, rows: int, n_points: int, ts: NDArray[np.int64],
-                   stream: ks.ResidualStream, version: int) -> kp.U64:
-    if version < REFERENCES_SINCE:
-        return ks.read_integers(rd, rows, n_points, "counter", stream, kp.rate_ratio(ts))
-    refs = kr.read(rd, rows)
-    return kr.restore(kn.read_counters(rd, rows, n_points, ts, ENTROPY_LOOKBACK), refs)
+                   version: int) -> kp.U64:
+    if version >= COUNTER_SECTION_3:
+        return kc.read(rd, rows, n_points, ts, ENTROPY_LOOKBACK)
+    return ks.read_integers(rd, rows, n_points, "counter", STREAMS[version], kp.rate_ratio(ts))
 
 
 def _write_names(out: list[bytes], block: SeriesBlock, kinds: NDArray[np.uint8]
@@ -262,17 +257,17 @@ def _decode(payload: bytes, catalogue: Catalogue) -> SeriesBlock:
     stream = STREAMS[version]
     rd = ks.BodyReader(body)
     ts = ks.read_integers(rd, 1, n_points, "timestamp", stream)[0].view(np.int64)
+    if (np.diff(ts) <= 0).any():  # before the sections, whose coding depends on them
+        raise KeyframeDecodeError("corrupt timestamps: not strictly increasing")
     entity, metric, kinds = _read_names(rd, n_series, catalogue)
     present = _read_presence(rd, n_series, n_points, bool(flags & FLAG_ALL_PRESENT))
     raw = np.empty((n_series, n_points), np.uint64)
     counters, gauges, states = _rows_by_kind(kinds)
-    raw[counters] = _read_counters(rd, len(counters), n_points, ts, stream, version)
+    raw[counters] = _read_counters(rd, len(counters), n_points, ts, version)
     raw[gauges] = ks.read_gauges(rd, len(gauges), n_points, stream)
     raw[states] = ks.read_states(rd, len(states), n_points)
     rd.done()
     raw[~present] = 0
-    if (np.diff(ts) <= 0).any():
-        raise KeyframeDecodeError("corrupt timestamps: not strictly increasing")
     return SeriesBlock(ts, entity, metric, raw, present)
 
 
@@ -319,11 +314,12 @@ def _open(payload: bytes) -> tuple[int, int, int, int, bytes]:
 
 def _max_body(n_series: int, n_points: int) -> int:
     """The largest body a block of these counts can have (see the module docstring);
-    the margin covers version 2's chunk headers (up to 11 groups in 3 sections) and
-    version 3's reference table."""
+    the margin covers the chunk headers of up to 45 chunks (11 groups for the
+    timestamps and for the gauges; for the counters 11, in version 3 22 with the
+    rate groups, and the keyframes) and version 3's reference table."""
     per_sample, per_series = 8 + 4 + 8 + 1, 45 + 12 + MAX_NAME_BYTES
     return (per_sample * n_series * n_points + per_series * n_series + 26 * n_points
-            + 256 + 3 * 11 * 4096)
+            + 256 + 45 * 4096)
 
 
 def _read_names(rd: ks.BodyReader, n_series: int, catalogue: Catalogue) -> tuple[

@@ -31,10 +31,12 @@ readings a device reports on a grid as fine as the bound (optics at 0.01 dBm
 with a 0.01 bound) then round to a step instead of landing exactly on the
 bound, where float rounding would make half of them exceptions.
 
-Decoding never allocates more than the block's counts allow: each chunk is
-decompressed into an array of exactly the size its rows need, and a chunk with
-fewer or more values, another number type or corrupt bytes is a
-KeyframeDecodeError.
+Decoding allocates what the block's counts allow: each chunk is decompressed
+into an array of exactly the size its rows need, and a chunk with fewer or more
+values, another number type or corrupt bytes is a KeyframeDecodeError. One
+exception, pcodec's: a chunk that declares lookback deltas (a corrupt one may)
+makes pcodec reserve its declared window, at most 2**24 values twice (256 MB of
+address space, which a corrupt chunk leaves untouched, so not resident).
 """
 
 from __future__ import annotations

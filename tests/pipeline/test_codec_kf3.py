@@ -14,9 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabricops.core.catalogue import CATALOGUE
+from fabricops.pipeline import keyframe_counters as kc
 from fabricops.pipeline import keyframe_norm as kn
 from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline import keyframe_refs as kr
+from fabricops.pipeline import keyframe_series as ks
 from fabricops.pipeline.keyframe import (
     ENCODING,
     ENCODINGS,
@@ -289,25 +291,32 @@ def on_off_counters(rows: int, n: int, seed: int, gap_at: int | None = None
 
 
 def counter_section(x: np.ndarray, ts: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """The counter section's bytes (after the reference table), and its rows' modes."""
+    """The version 3 counter section of rows of distinct ports (so no reference), and
+    its rows' modes."""
     out: list[bytes] = []
-    kn.write_counters(out, x, ts, ENTROPY_LOOKBACK)
-    body = b"".join(out)
-    return body, np.frombuffer(out[2], np.uint8)  # after the keyframes' length and chunk
+    kc.write(out, x, np.arange(len(x)), ts, ENTROPY_LOOKBACK)
+    assert out[0] == b"\0\0\0\0"  # an empty reference table
+    return b"".join(out), np.frombuffer(out[6], np.uint8)  # after the keyframe chunk
+
+
+def read_section(body: bytes, rows: int, n: int, ts: np.ndarray) -> np.ndarray:
+    rd = BodyReader(body)
+    x = kc.read(rd, rows, n, ts, ENTROPY_LOOKBACK)
+    rd.done()
+    return x
 
 
 def modes_offset(body: bytes) -> int:
-    """Where the modes start: after the keyframes' u32 length and their chunk."""
-    return 4 + int(struct.unpack_from("<I", body)[0])
+    """Where the modes start: after the empty reference table (its count), the keyframes'
+    u32 length and their chunk."""
+    return 8 + int(struct.unpack_from("<I", body, 4)[0])
 
 
 def test_on_off_rates_are_coded_per_interval_and_come_back_exact() -> None:
     ts, x = on_off_counters(40, 60, 1)
     body, modes = counter_section(x, ts)
     assert (modes == kp.NORM_MODE).sum() >= 30
-    rd = BodyReader(body)
-    assert np.array_equal(kn.read_counters(rd, 40, 60, ts, ENTROPY_LOOKBACK), x)
-    rd.done()
+    assert np.array_equal(read_section(body, 40, 60, ts), x)
     b = SeriesBlock(ts, tuple(f"leaf-0:eth{i}" for i in range(40)),
                     np.full(40, IN_OCTETS, np.uint16), x, np.ones(x.shape, bool))
     v2, v3 = encode_block(b, 0.0, version=2), encode_block(b, 0.0)
@@ -322,9 +331,7 @@ def test_a_late_poll_is_corrected_and_huge_steps_stay_in_rate_mode() -> None:
     body, modes = counter_section(x, ts)
     assert (modes == kp.NORM_MODE).sum() >= 20
     assert modes[3] != kp.NORM_MODE
-    rd = BodyReader(body)
-    assert np.array_equal(kn.read_counters(rd, 40, 60, ts, ENTROPY_LOOKBACK), x)
-    rd.done()
+    assert np.array_equal(read_section(body, 40, 60, ts), x)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -344,9 +351,7 @@ def test_any_counters_under_any_poll_times_round_trip_in_the_counter_section(
                                     max_size=rows * n))
         x = np.array(values, np.uint64).reshape(rows, n)
     body, _ = counter_section(x, ts)
-    rd = BodyReader(body)
-    assert np.array_equal(kn.read_counters(rd, rows, n, ts, ENTROPY_LOOKBACK), x)
-    rd.done()
+    assert np.array_equal(read_section(body, rows, n, ts), x)
 
 
 def test_malformed_rate_sections_are_refused() -> None:
@@ -354,12 +359,12 @@ def test_malformed_rate_sections_are_refused() -> None:
     body, modes = counter_section(x, ts)
     assert (modes == kp.NORM_MODE).any()
     with pytest.raises(KeyframeDecodeError, match="truncated"):
-        kn.read_counters(BodyReader(body[:-1]), 40, 60, ts, ENTROPY_LOOKBACK)
+        read_section(body[:-1], 40, 60, ts)
     at = modes_offset(body)
     flipped = bytearray(body)
     flipped[at + int(np.flatnonzero(modes == kp.NORM_MODE)[0])] = kp.RATE_MODE
     with pytest.raises(KeyframeDecodeError, match="lookback group"):
-        kn.read_counters(BodyReader(bytes(flipped)), 40, 60, ts, ENTROPY_LOOKBACK)
+        read_section(bytes(flipped), 40, 60, ts)
     rd = BodyReader(b"\x0c")
     with pytest.raises(KeyframeDecodeError, match="correction width"):
         kn.read_corrections(rd, 2, 3)
@@ -384,3 +389,21 @@ def test_keyframe_columns_round_trip_and_refuse_what_they_cannot_be() -> None:
     empty: list[bytes] = []
     write_column(empty, np.zeros(0, np.uint64))
     assert read_column(BodyReader(b"".join(empty)), 0, "keyframes").size == 0
+
+
+def test_timestamps_that_do_not_rise_are_refused_before_the_sections_read_them(
+        recwarn: pytest.WarningsRecorder) -> None:
+    b = rate_block()
+    payload = encode_block(b, 0.0)
+    body = body_of(payload)
+    section: list[bytes] = []
+    ks.write_integers(section, b.ts_ns.view(np.uint64)[None, :], ENTROPY_LOOKBACK)
+    old = b"".join(section)
+    assert body.startswith(old)
+    flat = np.full(b.n_points, b.ts_ns[0])  # every interval 0 but the last
+    flat[-1] += SECOND
+    section = []
+    ks.write_integers(section, flat.view(np.uint64)[None, :], ENTROPY_LOOKBACK)
+    with pytest.raises(KeyframeDecodeError, match="not strictly increasing"):
+        decode_block(rewrap(payload, b"".join(section) + body[len(old):]))
+    assert not recwarn.list  # no division by a zero interval on the way
