@@ -269,10 +269,12 @@ class FabricView:
         prev, prev_ok = self._raw[rows], self._raw_ok[rows]
         newer = have & (prev_ts < ts)
         usable = newer & prev_ok & (prev_ts >= 0) & (cur >= prev)
-        delta = (cur - prev).astype(np.float64)
-        rate = np.where(usable, delta / np.where(dt > 0, dt, 1.0), np.nan)
+        rate = (cur - prev).astype(np.float64)  # the deltas, divided in place
+        np.copyto(dt, 1.0, where=dt <= 0)
+        np.divide(rate, dt, out=rate)
+        rate[~usable] = np.nan
         vals = self._values[rows]
-        vals[:, :N_COUNTERS] = np.where(newer, rate, vals[:, :N_COUNTERS])
+        np.copyto(vals[:, :N_COUNTERS], rate, where=newer)
         lv = np.full((ports.size, len(COLUMNS) - N_COUNTERS), np.nan)
         lhave = np.zeros(lv.shape, bool)
         n_levels = [len(lay.level_row) for lay in lays]
@@ -282,15 +284,17 @@ class FabricView:
         is_state = np.concatenate([lay.level_state for lay in lays])
         lv[lrow, lcol] = np.where(is_state, lraw.astype(np.float64), lraw.view(np.float64))
         lhave[lrow, lcol] = True
-        port_newer = (self._port_ts[rows] <= ts_r)[:, None]
-        vals[:, N_COUNTERS:] = np.where(lhave & port_newer, lv, vals[:, N_COUNTERS:])
+        lnew = lhave & (self._port_ts[rows] <= ts_r)[:, None]
+        np.copyto(vals[:, N_COUNTERS:], lv, where=lnew)
         if run is None:  # a copy: put it back
             self._values[ports] = vals
-        self._raw[rows] = np.where(newer, cur, prev)
-        self._raw_ok[rows] = newer | prev_ok
+        np.copyto(prev, cur, where=newer)
+        prev_ok |= newer
+        if run is None:  # copies: put them back
+            self._raw[ports], self._raw_ok[ports] = prev, prev_ok
         cell_ts = self._cell_ts[rows]
-        cell_ts[:, :N_COUNTERS] = np.where(newer, ts, prev_ts)
-        cell_ts[:, N_COUNTERS:] = np.where(lhave & port_newer, ts, cell_ts[:, N_COUNTERS:])
+        np.copyto(cell_ts[:, :N_COUNTERS], ts, where=newer)
+        np.copyto(cell_ts[:, N_COUNTERS:], ts, where=lnew)
         if run is None:
             self._cell_ts[ports] = cell_ts
         self._port_ts[rows] = np.maximum(self._port_ts[rows], ts_r)
