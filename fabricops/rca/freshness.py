@@ -60,6 +60,42 @@ class Freshness:
             self._lag[node] += a * err
             self._dev[node] += a * (abs(err) - float(self._dev[node]))
 
+    def observe_many(self, nodes: I64, ts_ns: I64, front_ns: I64) -> None:
+        """``observe`` for each sample in order, the same values bit for bit, in one array
+        pass per round of distinct nodes (usually one: a node's first sample of a tick)."""
+        if len(nodes) == 0:
+            return
+        order = np.argsort(nodes, kind="stable")
+        grouped = nodes[order]
+        starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+        rank = np.empty(len(nodes), np.int64)
+        rank[order] = np.arange(len(nodes)) - np.repeat(starts, np.diff(np.r_[starts,
+                                                                              len(nodes)]))
+        rounds = int(rank.max()) + 1
+        if rounds == 1:  # every node once
+            self._observe_distinct(nodes, ts_ns, front_ns)
+            return
+        for k in range(rounds):
+            at = np.flatnonzero(rank == k)
+            self._observe_distinct(nodes[at], ts_ns[at], front_ns[at])
+
+    def _observe_distinct(self, node: I64, ts: I64, front: I64) -> None:
+        a = self.ALPHA
+        last = self._last[node]
+        avg = self._gap[node]
+        gap = (ts - last).astype(np.float64)
+        fresh = avg == 0.0
+        gap = np.where(fresh, gap, np.minimum(gap, 2.0 * avg))
+        gapping = (ts - last >= self.BURST_NS) & (last >= 0)
+        self._gap[node] = np.where(gapping, np.where(fresh, gap, avg + a * (gap - avg)), avg)
+        self._last[node] = np.where(ts > last, ts, last)
+        seen = front >= 0
+        lag = np.maximum(0, front - ts).astype(np.float64)
+        old_lag, dev = self._lag[node], self._dev[node]
+        err = lag - old_lag
+        self._lag[node] = np.where(seen, old_lag + a * err, old_lag)
+        self._dev[node] = np.where(seen, dev + a * (np.abs(err) - dev), dev)
+
     def limit_ns(self) -> F64:
         """Per node: the silence, in ns of sample time, after which it is missing."""
         base = np.maximum(float(self.stale_ns), self.cadence_factor * self._gap)

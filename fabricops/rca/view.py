@@ -191,6 +191,11 @@ class FabricView:
         taken = [t for t in (self._admit(f) for f in frames) if t is not None]
         if not taken:
             return
+        ts = np.fromiter((f.ts_ns for f, _, _ in taken), np.int64, len(taken))
+        fronts = np.maximum.accumulate(np.r_[np.int64(self.newest_ns), ts])
+        self.freshness.observe_many(np.fromiter((n for _, n, _ in taken), np.int64,
+                                                len(taken)), ts, fronts[:-1])
+        self.newest_ns = int(fronts[-1])
         lays = [self._layout(f) for f, _, _ in taken]
         if any(lay.owners and lay.owners != (node,)
                for lay, (_, node, _) in zip(lays, taken, strict=True)):
@@ -229,9 +234,7 @@ class FabricView:
             return None
         self._source[node] = frame.source
         self.frames_seen += 1
-        self.freshness.observe(node, ts, self.newest_ns)
         self._node_ts[node] = max(self._node_ts[node], ts)
-        self.newest_ns = max(self.newest_ns, ts)
         return frame, node, pinned is not None and pinned != frame.source
 
     def _fold(self, items: list[_Taken], lays: list[FrameLayout]) -> None:
