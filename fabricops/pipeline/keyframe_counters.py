@@ -45,7 +45,7 @@ def write(out: list[bytes], x: U64, entity: I64, ts_ns: I64, stream: EntropyStre
     corr = np.zeros((0, int(long.sum())), np.int64)
     rate = np.flatnonzero(modes == kp.RATE_MODE)
     if len(rate):
-        q, at_long, ok = kn.normalize((x[rate, 1:] - x[rate, :-1]).view(np.int64), k, long)
+        q, at_long, ok = kn.normalize(kp.differences(x[rate]), k, long)
         rows = rate[ok]
         fix: list[bytes] = []
         kn.write_corrections(fix, at_long[ok])

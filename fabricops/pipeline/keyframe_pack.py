@@ -75,6 +75,12 @@ def offsets(x: U64, kf: U64) -> U64:
     return x - kf[:, None]
 
 
+def differences(x: U64) -> NDArray[np.int64]:
+    """Per row the steps from point to point (points 1..), wrapping, as int64."""
+    d: NDArray[np.int64] = (x[:, 1:] - x[:, :-1]).view(np.int64)
+    return d
+
+
 def _first_differences(y: U64) -> U64:
     d = y.copy()
     d[:, 1:] -= y[:, :-1]

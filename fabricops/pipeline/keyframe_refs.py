@@ -62,12 +62,6 @@ class References:
         return len(self.row)
 
 
-def _diffs(x: U64) -> I64:
-    """First differences of each row (points 1..), wrapping, as int64."""
-    d: I64 = (x[:, 1:] - x[:, :-1]).view(np.int64)
-    return d
-
-
 def predict(d_ref: I64, ratio: F32) -> U64:
     """``rint(d_ref * ratio)`` per row, in float64, clipped to +-2**62, as wrapping uint64."""
     pred = np.clip(d_ref.astype(np.float64) * ratio.astype(np.float64)[:, None], -_LIMIT, _LIMIT)
@@ -83,8 +77,8 @@ def choose(x: U64, entity: I64) -> References:
     r, n = x.shape
     if r < 2 or n < 3:
         return References()
-    d = _diffs(x)
-    second = _diffs(d.view(np.uint64)).view(np.uint64)
+    d = kp.differences(x)
+    second = kp.differences(d.view(np.uint64)).view(np.uint64)
     own = np.minimum(kp.residual_bits(d.view(np.uint64)), kp.residual_bits(second))
     busy = np.flatnonzero(own > 2 * ENTRY_BITS)  # a cheaper row cannot gain its entry back
     if len(busy) < 2:
@@ -154,7 +148,7 @@ def remove(x: U64, refs: References) -> U64:
     if not len(refs):
         return x
     out = x.copy()
-    d = _diffs(x)
+    d = kp.differences(x)
     resid = d[refs.row].view(np.uint64) - predict(d[refs.ref], refs.ratio)
     out[refs.row, 1:] = np.cumsum(resid, axis=1, dtype=np.uint64) + x[refs.row, :1]
     return out
@@ -166,7 +160,7 @@ def restore(coded: U64, refs: References) -> U64:
     if not len(refs):
         return coded
     out = coded.copy()
-    d = _diffs(coded)
+    d = kp.differences(coded)
     rows = d[refs.row].view(np.uint64) + predict(d[refs.ref], refs.ratio)
     out[refs.row, 1:] = np.cumsum(rows, axis=1, dtype=np.uint64) + coded[refs.row, :1]
     return out

@@ -46,23 +46,14 @@ class Freshness:
 
     def observe(self, node: int, ts_ns: int, front_ns: int) -> None:
         """Note a sample of ``node`` at ``ts_ns``; the fabric's newest was ``front_ns``."""
-        a = self.ALPHA
-        last = int(self._last[node])
-        if ts_ns - last >= self.BURST_NS and last >= 0:
-            avg = float(self._gap[node])
-            gap = float(ts_ns - last) if avg == 0.0 else min(float(ts_ns - last), 2.0 * avg)
-            self._gap[node] = gap if avg == 0.0 else avg + a * (gap - avg)
-        if ts_ns > last:
-            self._last[node] = ts_ns
-        if front_ns >= 0:
-            lag = float(max(0, front_ns - ts_ns))
-            err = lag - float(self._lag[node])
-            self._lag[node] += a * err
-            self._dev[node] += a * (abs(err) - float(self._dev[node]))
+        self.observe_many(np.array([node]), np.array([ts_ns]), np.array([front_ns]))
 
     def observe_many(self, nodes: I64, ts_ns: I64, front_ns: I64) -> None:
-        """``observe`` for each sample in order, the same values bit for bit, in one array
-        pass per round of distinct nodes (usually one: a node's first sample of a tick)."""
+        """``observe`` for each sample in order, in one array pass per round of distinct
+        nodes (usually one: a node's first sample of a tick). A sample ``BURST_NS`` or
+        more after the node's last is a gap; its cadence learns it, counting at most twice
+        the current average. Where ``front_ns >= 0``, its lag behind the front and the
+        lag's mean deviation learn it too."""
         if len(nodes) == 0:
             return
         order = np.argsort(nodes, kind="stable")

@@ -289,16 +289,13 @@ class FabricView:
         lhave[lrow, lcol] = True
         lnew = lhave & (self._port_ts[rows] <= ts_r)[:, None]
         np.copyto(vals[:, N_COUNTERS:], lv, where=lnew)
-        if run is None:  # a copy: put it back
-            self._values[ports] = vals
         np.copyto(prev, cur, where=newer)
         prev_ok |= newer
-        if run is None:  # copies: put them back
-            self._raw[ports], self._raw_ok[ports] = prev, prev_ok
         cell_ts = self._cell_ts[rows]
         np.copyto(cell_ts[:, :N_COUNTERS], ts, where=newer)
         np.copyto(cell_ts[:, N_COUNTERS:], ts, where=lnew)
-        if run is None:
+        if run is None:  # gathered copies: put them back
+            self._values[ports], self._raw[ports], self._raw_ok[ports] = vals, prev, prev_ok
             self._cell_ts[ports] = cell_ts
         self._port_ts[rows] = np.maximum(self._port_ts[rows], ts_r)
 

@@ -68,8 +68,9 @@ class Simulator:
         self.config = config or SimConfig()
         self.fabric = fab = compile_fabric(topology)
         root = np.random.SeedSequence(self.config.seed)
-        rng_route, rng_work, self.rng = (np.random.default_rng(s) for s in root.spawn(3))
-        self.sensor_noise = SensorNoise(np.random.default_rng(root.spawn(1)[0]), fab.n_ports)
+        rng_route, rng_work, self.rng, rng_noise = (np.random.default_rng(s)
+                                                    for s in root.spawn(4))
+        self.sensor_noise = SensorNoise(rng_noise, fab.n_ports)
         n_sw = len(fab.switch_nodes)
         seeds = rng_route.integers(0, 2**63, size=n_sw, dtype=np.int64).astype(np.uint64)
         if self.config.ecmp_seeds == "identical":

@@ -24,7 +24,6 @@ from fabricops.simulator.fabric import Fabric
 F64 = npt.NDArray[np.float64]
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
-I32 = npt.NDArray[np.int32]
 Ports = npt.NDArray[np.integer[Any]]
 B = npt.NDArray[np.bool_]
 
