@@ -5,8 +5,9 @@ buffer) or reordered between partitions. A frame is a duplicate only when its
 identity, (device, source, ts_ns), is already stored; otherwise it is kept,
 whatever came before it. ``correct_windows`` takes the late frames of closed
 windows, reads what the store holds of each window (``held_frames``: its
-segment), and writes the window again with the new frames in it (one
-transaction per window: the old segment goes, the corrected segment comes).
+segment, or the merged segment that covers it), and writes the window again
+with the new frames in it (one transaction per window: the old segment goes,
+the corrected segment comes).
 Points already held are left as they are.
 
 Late frames are stored but never stepped through their stream: the events a
@@ -54,16 +55,28 @@ def frames_of_block(block: SeriesBlock, device: str, source: Source,
 
 
 def held_frames(store: Store, device: str, source: str, t0_ns: int,
-                t1_ns: int) -> dict[int, Frame]:
-    """What the store holds of one stream's window [t0_ns, t1_ns): the frames of the
-    segments that start in it, by ts_ns (a segment's first)."""
+                t1_ns: int) -> tuple[tuple[int, int], dict[int, Frame]]:
+    """What the store holds of one stream's window [t0_ns, t1_ns): the span to write it
+    back as, and the frames of the segments that start in that span, by ts_ns (a
+    segment's first). The span is the window, widened to a merged segment
+    (``segment_merge``) that covers part of it."""
+    span = (t0_ns, t1_ns)
+    before = store.segment_before(device=device, source=source, t_ns=t0_ns)
+    if before is not None and before[1] >= t0_ns:
+        span = (before[0], max(t1_ns, before[1] + 1))
+    while True:
+        segments = store.segments_starting(device=device, source=source, t0_ns=span[0],
+                                           t1_ns=span[1])
+        end = max([span[1], *(s.t_end_ns + 1 for s in segments)])
+        if end == span[1]:
+            break
+        span = (span[0], end)
     held: dict[int, Frame] = {}
-    for seg in store.segments_starting(device=device, source=source, t0_ns=t0_ns,
-                                       t1_ns=t1_ns):
+    for seg in segments:
         for f in frames_of_block(decode_block(seg.payload), device, Source(source),
                                  [seg.first_seq] * seg.n_points):
             held.setdefault(f.ts_ns, f)
-    return held
+    return span, held
 
 
 def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
@@ -75,8 +88,8 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
                           []).append(frame)
     done = Correction()
     for (device, source, index), frames in sorted(groups.items()):
-        t0, t1 = index * window_ns, (index + 1) * window_ns
-        have = held_frames(store, device, source, t0, t1)
+        span, have = held_frames(store, device, source, index * window_ns,
+                                 (index + 1) * window_ns)
         new = {}
         for f in frames:
             if f.ts_ns in have or f.ts_ns in new:
@@ -87,7 +100,7 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
             continue
         merged = sorted([*have.values(), *new.values()], key=lambda f: f.ts_ns)
         store.close_window([segment_of(device, source, merged)], device=device, source=source,
-                           before_ts_ns=t1, window=(t0, t1))
+                           before_ts_ns=span[1], window=span)
         done.stored += len(new)
         done.windows += 1
     return done

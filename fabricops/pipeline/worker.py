@@ -374,11 +374,11 @@ class PipelineWorker:
             device, source = window.key
             t0 = window.index * self._kf_ns
             # what the store holds of it: written at a stop, or by another owner
-            frames = held_frames(self.store, device, source, t0, t0 + self._kf_ns)
+            span, frames = held_frames(self.store, device, source, t0, t0 + self._kf_ns)
             frames.update((f.ts_ns, f) for f in window.frames)
             segment = segment_of(device, source, list(frames.values()))
             done.append((window, WindowClose(
-                device, source, (t0, t0 + self._kf_ns), [segment], max(frames) + 1,
+                device, source, span, [segment], max(frames) + 1,
                 self._streams[window.key].snapshot())))
         if not done:
             return

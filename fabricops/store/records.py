@@ -58,6 +58,28 @@ class SegmentRecord:
 
 
 @dataclass(frozen=True)
+class SegmentHead:
+    """A stored segment without its payload: what a merge plans with."""
+
+    device: str
+    source: str
+    t_start_ns: int
+    t_end_ns: int
+    first_seq: int
+    n_points: int
+    n_series: int
+
+
+@dataclass(frozen=True)
+class SegmentMerge:
+    """Segments ``old`` of one stream (in time order) to be replaced by ``new``, which
+    holds their points."""
+
+    old: tuple[SegmentRecord, ...]
+    new: SegmentRecord
+
+
+@dataclass(frozen=True)
 class WindowClose:
     """One window of a (device, source) stream written as ``segments``: the segments
     starting in ``window`` (t0_ns, t1_ns; None: none) are replaced, and ``state``,

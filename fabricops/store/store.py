@@ -39,6 +39,8 @@ from fabricops.store.models import (
 from fabricops.store.operations import OperationsStore
 from fabricops.store.records import (
     IntPathRecord,
+    SegmentHead,
+    SegmentMerge,
     SegmentRecord,
     SeriesRecord,
     WindowClose,
@@ -109,6 +111,56 @@ class Store(OperationsStore):
         rows = self._query("segments", partial(queries.segments_starting, device=device,
                                                source=source, t0_ns=t0_ns, t1_ns=t1_ns))
         return [queries.segment_record(r) for r in rows]
+
+    def segment_before(self, *, device: str, source: str, t_ns: int) -> tuple[int, int] | None:
+        """(t_start_ns, t_end_ns) of the latest segment of (device, source) that starts
+        before ``t_ns`` (None: none); one index seek, no payload."""
+        stmt = select(SegmentRow.t_start_ns, SegmentRow.t_end_ns).where(
+            SegmentRow.device == device, SegmentRow.source == source,
+            SegmentRow.t_start_ns < t_ns).order_by(SegmentRow.t_start_ns.desc()).limit(1)
+        row = self._read("segment_before", lambda conn: conn.execute(stmt).first())
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def segment_heads(self, *, device: str, source: str, t1_ns: int) -> list[SegmentHead]:
+        """The segments of (device, source) that ended before ``t1_ns``, without their
+        payloads, by t_start_ns and first_seq."""
+        stmt = select(SegmentRow.device, SegmentRow.source, SegmentRow.t_start_ns,
+                      SegmentRow.t_end_ns, SegmentRow.first_seq, SegmentRow.n_points,
+                      SegmentRow.n_series).where(
+            SegmentRow.device == device, SegmentRow.source == source,
+            SegmentRow.t_end_ns < t1_ns).order_by(SegmentRow.t_start_ns, SegmentRow.first_seq)
+        rows = self._read("segment_heads", lambda conn: conn.execute(stmt).all())
+        return [SegmentHead(*(r[0], r[1]), *(int(v) for v in r[2:])) for r in rows]
+
+    def merge_segments(self, merges: Sequence[SegmentMerge]) -> list[bool]:
+        """In one transaction, per merge: if the segments of its stream that start from
+        its first old segment to its last are exactly its old ones, with the points they
+        had, delete them and insert its new segment; else leave them (a writer changed
+        them meanwhile). Returns, per merge, whether it was done."""
+
+        def work(conn: Connection) -> tuple[list[bool], int]:
+            done, deleted = [], 0
+            for m in merges:
+                first, last = m.old[0], m.old[-1]
+                where = (SegmentRow.device == first.device, SegmentRow.source == first.source,
+                         SegmentRow.t_start_ns >= first.t_start_ns,
+                         SegmentRow.t_start_ns <= last.t_start_ns)
+                held = conn.execute(select(SegmentRow.t_start_ns, SegmentRow.first_seq,
+                                           SegmentRow.n_points).where(*where)).all()
+                want = sorted((s.t_start_ns, s.first_seq, s.n_points) for s in m.old)
+                same = sorted(tuple(int(v) for v in r) for r in held) == want
+                if same:
+                    deleted += conn.execute(delete(SegmentRow).where(*where)).rowcount
+                done.append(same)
+            rows = [queries.segment_row(m.new) for m, ok in zip(merges, done, strict=True)
+                    if ok]
+            insert_rows(conn, SEGMENTS, rows, key=SEGMENT_KEY)
+            return done, deleted
+
+        done, deleted = self._transaction("merge_segments", work)
+        self.metrics.rows_deleted.labels(SegmentRow.__tablename__).inc(deleted)
+        self.metrics.written(SegmentRow.__tablename__, sum(done), sum(done))
+        return done
 
     def segment_watermarks(self) -> dict[tuple[str, str], int]:
         """(device, source) -> the latest t_end_ns stored."""
@@ -203,8 +255,9 @@ class Store(OperationsStore):
             device, str(source), window, segments, before_ts_ns, state)])
 
     def close_windows(self, closes: Sequence[WindowClose]) -> int:
-        """In one transaction, for each ``WindowClose``: replace the segments that start
-        in its window with its segments, drop the frames an older version staged for it
+        """In one transaction, for each ``WindowClose``: replace the segments that lie
+        in its window (start in it and end before its end; a merged segment reaching
+        past it stays) with its segments, drop the frames an older version staged for it
         (ts_ns within the window and before ``before_ts_ns``) and save its checkpoint (an
         older one never replaces a newer one). Returns segments inserted."""
         return self._close("close_windows", closes)
@@ -225,7 +278,8 @@ class Store(OperationsStore):
                     conn.execute(delete(SegmentRow).where(
                         SegmentRow.device == c.device, SegmentRow.source == c.source,
                         SegmentRow.t_start_ns >= c.window[0],
-                        SegmentRow.t_start_ns < c.window[1]))
+                        SegmentRow.t_start_ns < c.window[1],
+                        SegmentRow.t_end_ns < c.window[1]))
                 deleted += conn.execute(unstage).rowcount
             inserted = insert_rows(conn, SEGMENTS, rows, key=SEGMENT_KEY)
             insert_rows(conn, STREAM_STATES, checkpoints, key=STREAM_KEY,

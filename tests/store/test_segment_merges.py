@@ -1,0 +1,67 @@
+"""The store's side of merging segments, on SQLite and PostgreSQL: a merge replaces
+exactly the segments it read or nothing, and a window close never deletes a merged
+segment that reaches past its window."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from fabricops.store import SegmentRecord, Store
+from fabricops.store.records import SegmentMerge
+
+from .samples import T0, S, segment
+
+
+def _merged(old: list[SegmentRecord]) -> SegmentRecord:
+    return replace(old[0], t_end_ns=old[-1].t_end_ns, last_seq=old[-1].last_seq,
+                   n_points=sum(s.n_points for s in old), payload=b"merged")
+
+
+def _starts(store: Store, device: str = "leaf-0") -> list[int]:
+    return [(s.t_start_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=2**62,
+                                                              devices=[device])]
+
+
+def test_a_merge_replaces_exactly_the_segments_it_read(store: Store) -> None:
+    old = [segment("leaf-0", i) for i in range(4)]
+    store.put_segments([*old, segment("leaf-1", 0)])
+    assert store.merge_segments([SegmentMerge(tuple(old[:3]), _merged(old[:3]))]) == [True]
+    assert _starts(store) == [0, 180]
+    kept = store.segments(t0_ns=0, t1_ns=2**62, devices=["leaf-0"])[0]
+    assert (kept.payload, kept.n_points, kept.t_end_ns) == (
+        b"merged", 3003, old[2].t_end_ns)
+    assert _starts(store, "leaf-1") == [0], "another stream is untouched"
+
+
+def test_a_merge_of_segments_changed_since_they_were_read_does_nothing(store: Store) -> None:
+    old = [segment("leaf-0", i) for i in range(3)]
+    store.put_segments(old)
+    corrected = replace(old[1], n_points=old[1].n_points + 1, payload=b"with a late frame")
+    store.replace_segments([corrected])
+    assert store.merge_segments([SegmentMerge(tuple(old), _merged(old))]) == [False]
+    now = [old[0], corrected, old[2]]
+    store.put_segments([replace(corrected, t_start_ns=corrected.t_start_ns - S, first_seq=7)])
+    assert store.merge_segments([SegmentMerge(tuple(now), _merged(now))]) == [False], \
+        "a segment the merge did not read lies in its range"
+    assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 4
+
+
+def test_heads_and_the_segment_before_a_time(store: Store) -> None:
+    store.put_segments([segment("leaf-0", i) for i in range(3)] + [segment("leaf-0", 0, "snmp")])
+    heads = store.segment_heads(device="leaf-0", source="gnmi", t1_ns=T0 + 119 * S + 1)
+    assert [(h.t_start_ns - T0) // S for h in heads] == [0, 60]
+    assert heads[1].n_points == 1001
+    assert store.segment_before(device="leaf-0", source="gnmi", t_ns=T0 + 150 * S) == (
+        T0 + 120 * S, T0 + 179 * S)
+    assert store.segment_before(device="leaf-0", source="gnmi", t_ns=T0) is None
+
+
+def test_a_window_close_keeps_a_merged_segment_reaching_past_the_window(store: Store) -> None:
+    old = [segment("leaf-0", i) for i in range(3)]
+    store.put_segments(old)
+    store.merge_segments([SegmentMerge(tuple(old), _merged(old))])
+    store.close_window([replace(segment("leaf-0", 0), first_seq=1, payload=b"late")],
+                       device="leaf-0", source="gnmi", before_ts_ns=T0 + 60 * S,
+                       window=(T0, T0 + 60 * S))
+    payloads = sorted(s.payload for s in store.segments(t0_ns=0, t1_ns=2**62))
+    assert payloads == [b"late", b"merged"]
