@@ -1,0 +1,196 @@
+"""Merging old segments: a stream's one-minute segments become one per span.
+
+The pipeline writes one segment per window (a minute by default), and each
+segment must decode on its own, so each carries its own keyframes (a counter's
+full value, up to 8 bytes a series), names and timestamps head. Once no late
+frame is expected, ``merge_segments`` rewrites each stream's segments of one
+aligned span (``span_s``, ten minutes by default) as a single segment: the
+same points, a tenth of the keyframes and rows. On the noisy bench set that
+is 0.575 to 0.497 bytes a sample (``bench/bench_compression.py``, ten blocks
+merged); merging costs a decode and an encode, about 0.2 us of CPU a sample.
+
+Contract:
+
+* The points stay the same: counters and states bit for bit, gauges as they
+  were decoded (a gauge's decoded value lies on its bound's grid, and coding
+  it again with the same bound gives it back exactly). Read before and after,
+  a series is identical.
+* Only segments that ended before ``older_than_ns`` and whose times do not
+  overlap are merged; a span with one segment, or with overlapping ones (a
+  race of two writers left both), is left as it is.
+* Each span is replaced in one transaction, and only if its segments are
+  still stored as they were read (``Store.merge_segments``): a late frame
+  written meanwhile makes the merge skip that span, never lose the frame.
+* A late frame for a merged span is written into the merged segment
+  (``late.held_frames`` widens a window to the segments that cover it).
+* A span with a segment that does not decode is left as it is, and counted.
+* Idempotent: a span already merged is one segment and is left as it is.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.pipeline.keyframe import ENCODING, SeriesBlock, decode_block, encode_block
+from fabricops.pipeline.keyframe_block import MAX_POINTS, MAX_SAMPLES, gauge_bounds
+from fabricops.pipeline.keyframe_pack import KeyframeDecodeError
+from fabricops.store.records import SegmentHead, SegmentMerge, SegmentRecord
+from fabricops.store.store import Store
+
+S: Final = 1_000_000_000
+
+
+class MergeConfig(BaseModel):
+    """How old segments are merged."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    span_s: float = Field(default=600.0, ge=1.0, le=86_400.0,
+                          description="one segment per stream and aligned span of this length")
+    batch: int = Field(default=64, ge=1, description="spans per transaction")
+
+
+@dataclass
+class MergeResult:
+    """What ``merge_segments`` did."""
+
+    spans: int = 0
+    segments_in: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    points: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)
+
+    def skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+
+def merge_blocks(blocks: Sequence[SeriesBlock]) -> SeriesBlock:
+    """One block holding the points of ``blocks`` (times strictly after each other):
+    the union of their series, in order of first appearance; a series is absent
+    where a block lacks it. ValueError if the times overlap or there is no block."""
+    if not blocks:
+        raise ValueError("no block to merge")
+    for a, b in itertools.pairwise(blocks):
+        if int(b.ts_ns[0]) <= int(a.ts_ns[-1]):
+            raise ValueError("blocks to merge overlap in time")
+    index: dict[tuple[str, int], int] = {}
+    rows_of = []
+    for block in blocks:
+        pairs = zip(block.entity, block.metric.tolist(), strict=True)
+        rows_of.append(np.array([index.setdefault(k, len(index)) for k in pairs], np.intp))
+    ts = np.concatenate([b.ts_ns for b in blocks])
+    raw = np.zeros((len(index), len(ts)), np.uint64)
+    present = np.zeros((len(index), len(ts)), bool)
+    at = 0
+    for block, rows in zip(blocks, rows_of, strict=True):
+        n = block.n_points
+        raw[rows, at:at + n] = block.raw
+        present[rows, at:at + n] = block.present
+        at += n
+    keys = list(index)
+    return SeriesBlock(ts, tuple(k[0] for k in keys),
+                       np.array([k[1] for k in keys], np.uint16), raw, present)
+
+
+def merged_segment(segments: Sequence[SegmentRecord],
+                   decode: Callable[[bytes], SeriesBlock] = decode_block) -> SegmentRecord:
+    """The segment that holds the points of ``segments`` (one stream, in time order)."""
+    block = merge_blocks([decode(s.payload) for s in segments])
+    bounds = gauge_bounds(block.metric)
+    first = segments[0]
+    return SegmentRecord(
+        device=first.device, source=first.source, t_start_ns=int(block.ts_ns[0]),
+        t_end_ns=int(block.ts_ns[-1]), first_seq=min(s.first_seq for s in segments),
+        last_seq=max(s.last_seq for s in segments), n_points=block.n_points,
+        n_series=block.n_series, encoding=ENCODING,
+        max_error=float(bounds.max(initial=0.0)), payload=encode_block(block, bounds))
+
+
+def spans(heads: Iterable[SegmentHead], span_ns: int) -> list[list[SegmentHead]]:
+    """One stream's segments grouped by the aligned span of their start, in time order."""
+    groups: dict[int, list[SegmentHead]] = {}
+    for head in heads:
+        groups.setdefault(head.t_start_ns // span_ns, []).append(head)
+    return [sorted(g, key=lambda h: (h.t_start_ns, h.first_seq))
+            for _, g in sorted(groups.items())]
+
+
+def _mergeable(group: list[SegmentHead], span_ns: int, result: MergeResult) -> bool:
+    if len(group) < 2:
+        return False
+    if any(b.t_start_ns <= a.t_end_ns for a, b in itertools.pairwise(group)):
+        result.skip("overlapping segments")
+        return False
+    if group[-1].t_end_ns // span_ns != group[0].t_start_ns // span_ns:
+        result.skip("a segment crosses the span's end")
+        return False
+    points = sum(h.n_points for h in group)
+    if points > MAX_POINTS or points * max(h.n_series for h in group) > MAX_SAMPLES:
+        result.skip("too many samples for one segment")
+        return False
+    return True
+
+
+def _fetch(store: Store, group: list[SegmentHead]) -> list[SegmentRecord] | None:
+    """The segments of ``group`` with their payloads; None if they changed since."""
+    first = group[0]
+    found = store.segments_starting(device=first.device, source=first.source,
+                                    t0_ns=first.t_start_ns, t1_ns=group[-1].t_start_ns + 1)
+    same = [(s.t_start_ns, s.first_seq, s.n_points) for s in found] == \
+        [(h.t_start_ns, h.first_seq, h.n_points) for h in group]
+    return found if same else None
+
+
+def merge_segments(store: Store, *, older_than_ns: int, config: MergeConfig | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> MergeResult:
+    """Merge the segments that ended before ``older_than_ns``, stream by stream (see the
+    module docstring); ``progress(streams done, streams)`` is called after each stream.
+    Memory holds one stream's segment heads and one batch of spans."""
+    config = config or MergeConfig()
+    span_ns = round(config.span_s * S)
+    result = MergeResult()
+    streams = sorted(store.segment_watermarks())
+    pending: list[SegmentMerge] = []
+    for done, (device, source) in enumerate(streams, 1):
+        heads = store.segment_heads(device=device, source=source, t1_ns=older_than_ns)
+        for group in spans(heads, span_ns):
+            if not _mergeable(group, span_ns, result):
+                continue
+            old = _fetch(store, group)
+            if old is None:
+                result.skip("changed while merging")
+                continue
+            try:
+                new = merged_segment(old)
+            except KeyframeDecodeError:
+                result.skip("a segment does not decode")
+                continue
+            pending.append(SegmentMerge(tuple(old), new))
+            if len(pending) >= config.batch:
+                _commit(store, pending, result)
+        if progress is not None:
+            progress(done, len(streams))
+    _commit(store, pending, result)
+    return result
+
+
+def _commit(store: Store, pending: list[SegmentMerge], result: MergeResult) -> None:
+    if not pending:
+        return
+    for merge, ok in zip(pending, store.merge_segments(pending), strict=True):
+        if not ok:
+            result.skip("changed while merging")
+            continue
+        result.spans += 1
+        result.segments_in += len(merge.old)
+        result.bytes_in += sum(len(s.payload) for s in merge.old)
+        result.bytes_out += len(merge.new.payload)
+        result.points += merge.new.n_points
+    pending.clear()

@@ -1,0 +1,190 @@
+"""Merging old segments keeps every point, shrinks the store, and never loses a late
+frame: one written into a merged span goes into its segment, and a merge that races a
+writer skips the span."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
+from fabricops.core.catalogue import CATALOGUE
+from fabricops.core.frame import Frame
+from fabricops.core.membus import MemoryBus
+from fabricops.pipeline.intake import segment_of
+from fabricops.pipeline.keyframe import SeriesBlock, decode_block, encode_block
+from fabricops.pipeline.keyframe_block import gauge_bounds
+from fabricops.pipeline.segment_merge import (
+    MergeConfig,
+    merge_blocks,
+    merge_segments,
+    merged_segment,
+)
+from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
+from fabricops.store.records import SegmentMerge
+from fabricops.store.store import Store
+
+from .conftest import Feed, small_sim
+
+S = 10**9
+T0 = 1_800_000_000 * S  # a boundary of 60 s windows and of 600 s spans
+PORTS = ["leaf-9:eth1", "leaf-9:eth2"]
+Points = dict[tuple[str, str, int], tuple[list[int], list[int]]]
+
+
+def _frame(t_s: float, seq: int) -> Frame:
+    v = int(t_s * 1000)
+    return Frame.build("leaf-9", T0 + round(t_s * S), "gnmi", seq, PORTS,
+                       ["in_octets", "temperature_c"], [v, 40.0 + t_s / 64])
+
+
+def _msgs(*frames: Frame, offset: int = 0) -> list[Message]:
+    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+    return [Message(topic, 0, offset + i, b"leaf-9", f.encode(), 0)
+            for i, f in enumerate(frames)]
+
+
+def _worker(store: Store) -> PipelineWorker:
+    bus = MemoryBus()
+    bus.start()
+    return PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
+
+
+def _all_points(store: Store) -> Points:
+    """Every stored point of every series, by (source, entity, metric id)."""
+    out: Points = {}
+    for seg in store.segments(t0_ns=0, t1_ns=2**62):
+        block = decode_block(seg.payload)
+        for row, (entity, metric) in enumerate(zip(block.entity, block.metric.tolist(),
+                                                   strict=True)):
+            ts, raw = out.setdefault((seg.source, entity, metric), ([], []))
+            keep = block.present[row]
+            ts += block.ts_ns[keep].tolist()
+            raw += block.raw[row][keep].tolist()
+    return out
+
+
+def _block(t0_s: int, n: int, entities: tuple[str, ...], seed: int) -> SeriesBlock:
+    rng = np.random.default_rng(seed)
+    ts = T0 + (t0_s + np.arange(n, dtype=np.int64)) * S
+    metric = np.array([CATALOGUE.id_of("in_octets"), CATALOGUE.id_of("rx_power_dbm")] *
+                      len(entities), np.uint16)
+    counters = np.cumsum(rng.integers(0, 2**40, (len(entities), n)), axis=1).astype(np.uint64)
+    optics = rng.normal(-3.0, 0.5, (len(entities), n)).view(np.uint64)
+    raw = np.stack([counters, optics], axis=1).reshape(-1, n)
+    present = rng.random(raw.shape) > 0.05
+    return SeriesBlock(ts, tuple(e for e in entities for _ in range(2)), metric,
+                       np.where(present, raw, np.uint64(0)), present)
+
+
+def _stored(block: SeriesBlock) -> SeriesBlock:
+    return decode_block(encode_block(block, gauge_bounds(block.metric)))
+
+
+def test_a_merged_block_holds_every_series_at_its_points() -> None:
+    a = _stored(_block(0, 60, ("leaf-0:eth1", "leaf-0:eth2"), 1))
+    b = _stored(_block(60, 60, ("leaf-0:eth2", "leaf-0:eth3"), 2))  # eth1 gone, eth3 new
+    merged = merge_blocks([a, b])
+    assert merged.n_points == 120
+    assert merged.entity == ("leaf-0:eth1",) * 2 + ("leaf-0:eth2",) * 2 + ("leaf-0:eth3",) * 2
+    assert not merged.present[:2, 60:].any(), "eth1 is absent where the second block lacks it"
+    assert not merged.present[4:, :60].any()
+    assert np.array_equal(merged.raw[2:4, :60], a.raw[2:4])
+    assert np.array_equal(merged.raw[2:4, 60:], b.raw[:2])
+    assert np.array_equal(merged.raw[4:, 60:], b.raw[2:])
+    again = _stored(merged)
+    assert again == merged, "gauges decoded once come back bit for bit when coded again"
+
+
+def test_blocks_that_overlap_in_time_are_refused() -> None:
+    a = _block(0, 60, ("leaf-0:eth1",), 1)
+    with pytest.raises(ValueError, match="overlap"):
+        merge_blocks([a, _block(59, 10, ("leaf-0:eth1",), 2)])
+    with pytest.raises(ValueError, match="no block"):
+        merge_blocks([])
+
+
+def test_merging_a_pipeline_store_keeps_every_point_in_fewer_bytes(store: Store) -> None:
+    feed = Feed(small_sim(), store)
+    feed.run(240)
+    feed.worker.flush()
+    before, segments = _all_points(store), store.segments(t0_ns=0, t1_ns=2**62)
+    cutoff = max(s.t_end_ns for s in segments) + 1
+    result = merge_segments(store, older_than_ns=cutoff, config=MergeConfig(span_s=120))
+    after = store.segments(t0_ns=0, t1_ns=2**62)
+    assert result.spans > 0
+    assert len(after) == len(segments) - result.segments_in + result.spans
+    assert result.bytes_out < result.bytes_in
+    assert sum(len(s.payload) for s in after) < sum(len(s.payload) for s in segments)
+    assert _all_points(store) == before, "every series, every point, bit for bit"
+    assert merge_segments(store, older_than_ns=cutoff,
+                          config=MergeConfig(span_s=120)).spans == 0, "idempotent"
+
+
+def test_only_segments_older_than_the_cutoff_are_merged(store: Store) -> None:
+    worker = _worker(store)
+    worker.process(_msgs(*(_frame(t, i) for i, t in enumerate(range(10, 300, 20)))))
+    worker.flush()
+    assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 5
+    result = merge_segments(store, older_than_ns=T0 + 120 * S)
+    assert (result.spans, result.segments_in) == (1, 2)
+    starts = [(s.t_start_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=2**62)]
+    assert starts == [10, 130, 190, 250]
+
+
+def test_a_late_frame_of_a_merged_span_goes_into_its_segment(store: Store) -> None:
+    worker = _worker(store)
+    worker.process(_msgs(_frame(10, 1), _frame(30, 2), _frame(70, 3), _frame(130, 4),
+                         _frame(190, 5)))
+    merge_segments(store, older_than_ns=T0 + 180 * S)
+    assert len(store.segments(t0_ns=0, t1_ns=T0 + 179 * S)) == 1
+    fixed = worker.process(_msgs(_frame(80, 6), offset=5))
+    assert (fixed.late, fixed.rejected) == (1, {})
+    segments = store.segments(t0_ns=0, t1_ns=T0 + 179 * S)
+    assert len(segments) == 1, "written into the merged segment, not beside it"
+    block = decode_block(segments[0].payload)
+    assert ((block.ts_ns - T0) // S).tolist() == [10, 30, 70, 80, 130]
+    assert block.raw[0].tolist() == [10_000, 30_000, 70_000, 80_000, 130_000]
+    again = worker.process(_msgs(_frame(80, 6), _frame(30, 2), offset=6))
+    assert again.rejected == {"duplicate": 2}
+
+
+def test_a_window_close_leaves_a_merged_segment_that_reaches_past_it(store: Store) -> None:
+    worker = _worker(store)
+    worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
+    merge_segments(store, older_than_ns=T0 + 120 * S)
+    before = _all_points(store)
+    # a writer that read nothing of window 0 before the merge writes it back alone
+    store.close_window([segment_of("leaf-9", "gnmi", [_frame(20, 9)])], device="leaf-9",
+                       source="gnmi", before_ts_ns=T0 + 60 * S, window=(T0, T0 + 60 * S))
+    points = _all_points(store)
+    for key, (ts, raw) in before.items():
+        kept = dict(zip(points[key][0], points[key][1], strict=True))
+        assert all(kept[t] == v for t, v in zip(ts, raw, strict=True)), "nothing lost"
+
+
+def test_a_merge_that_races_a_writer_skips_the_span(store: Store) -> None:
+    worker = _worker(store)
+    worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
+    old = tuple(store.segments(t0_ns=0, t1_ns=T0 + 119 * S))
+    merge = SegmentMerge(old, merged_segment(old))
+    worker.process(_msgs(_frame(80, 4), offset=3))  # a late frame rewrites window 1
+    before = _all_points(store)
+    assert store.merge_segments([merge]) == [False]
+    assert _all_points(store) == before, "the late frame is still there"
+    assert len(store.segments(t0_ns=0, t1_ns=T0 + 119 * S)) == 2
+
+
+def test_a_span_with_a_segment_that_does_not_decode_is_left_and_counted(store: Store) -> None:
+    worker = _worker(store)
+    worker.process(_msgs(*(_frame(t, i) for i, t in enumerate(range(10, 1300, 30)))))
+    worker.flush()
+    broken = store.segments(t0_ns=0, t1_ns=T0 + 59 * S)[0]
+    store.replace_segments([replace(broken, payload=broken.payload[:-5])])
+    result = merge_segments(store, older_than_ns=T0 + 1200 * S)
+    assert result.skipped == {"a segment does not decode": 1}
+    assert result.spans == 1, "the next span is merged all the same"
+    starts = [(s.t_start_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=T0 + 599 * S)]
+    assert len(starts) == 10, "the broken span is as it was"
