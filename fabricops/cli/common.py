@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated
 
@@ -142,3 +142,18 @@ def parse_assignments(items: list[str], option: str = "--set") -> dict[str, int 
             raise ValueError(f"{option} {item!r} is not of the form key=value")
         out[key.strip()] = parse_value(value.strip())
     return out
+
+
+@contextmanager
+def progress_bar(what: str) -> Iterator[Callable[[int, int], None]]:
+    """A transient progress bar on stderr; yields ``update(done, total)``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    bar = Progress("[progress.description]{task.description}", BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(), console=stderr_console(),
+                   transient=True)
+    task = bar.add_task(what, total=None)
+    with bar:
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+        yield update

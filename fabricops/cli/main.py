@@ -38,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str, str, str | None]] = {
                "Plan INT probe flows that cover every link at low cost.", None),
     "query": ("fabricops.cli.query", "app",
               "Read stored series, latest values and key events.", None),
+    "store": ("fabricops.cli.store", "app",
+              "Maintain the store: merge old segments into fewer, smaller ones.", None),
     "rca": ("fabricops.cli.rca", "app",
             "Train and evaluate the root-cause model on simulated faults.", None),
     "actions": ("fabricops.cli.actions", "app",

@@ -40,11 +40,12 @@ DEFAULT_DB = "sqlite:///fabricops-data/fabricops.db"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
-def parse_duration(text: str) -> float:
-    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds -> seconds; ValueError names it."""
+def parse_duration(text: str, option: str = "--last") -> float:
+    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds -> seconds; ValueError names it
+    and ``option``."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
     if not match:
-        raise ValueError(f"--last {text!r}: expected a duration such as 90s, 10m, 2h or 1d")
+        raise ValueError(f"{option} {text!r}: expected a duration such as 90s, 10m, 2h or 1d")
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
-from fabricops.cli.common import fail, stderr_console, stdout_console, user_errors
+from fabricops.cli.common import fail, progress_bar, stdout_console, user_errors
 from fabricops.cli.rca_report import (
     methods_table,
     reliability_table,
@@ -31,18 +28,6 @@ app = typer.Typer(
          "faults during flaps) and evaluate it on held-out shapes beside two baselines.",
 )
 
-@contextmanager
-def _progress(what: str) -> Iterator[Callable[[int, int], None]]:
-    bar = Progress("[progress.description]{task.description}", BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(), console=stderr_console(),
-                   transient=True)
-    task = bar.add_task(what, total=None)
-    with bar:
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-        yield update
-
-
 @app.command()
 def train(
     out: Annotated[Path, typer.Option(help="Where to write the model file")] = DEFAULT_MODEL,
@@ -57,7 +42,7 @@ def train(
 
     with user_errors():
         started = time.perf_counter()
-        with _progress("replaying scenarios") as update:
+        with progress_bar("replaying scenarios") as update:
             model = fit(scenarios, workers=workers, progress=update)
         path = model.save(out)
         rows = model.trained.get("rows_per_class", {})
@@ -131,7 +116,7 @@ def evaluate(
                  "first": first, "scenarios": scenarios, "soak_runs": soak_runs,
                  "soak_seconds": soak_seconds, "shapes": [list(s) for s in spec.shapes()]}
         started = time.perf_counter()
-        with _progress("evaluating") as update:
+        with progress_bar("evaluating") as update:
             result = summary(run(model, scenarios, spec=spec, first=first, seed=seed,
                                  soak_runs=soak_runs, soak_s=soak_seconds, workers=workers,
                                  progress=update), setup=setup)

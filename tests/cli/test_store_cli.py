@@ -1,0 +1,53 @@
+"""``fabricops store merge``: old segments merged, the same series read back, and one-line
+errors for bad options."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fabricops.cli.main import app
+from fabricops.store.store import Store, StoreConfig
+from tests.pipeline.conftest import Feed, small_sim
+
+ENV = {"COLUMNS": "80", "FORCE_COLOR": ""}
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, list(args), env=ENV)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_merge_then_read_the_same_series(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fabricops.db'}"
+    store = Store(StoreConfig(url=url))
+    store.start()
+    feed = Feed(small_sim(), store)
+    feed.run(200)
+    feed.worker.flush()
+    store.stop()
+    query = ("query", "series", "leaf-0-0:eth1", "out_octets", "--db", url, "--json")
+    code, before, _ = run(*query)
+    assert code == 0
+    code, out, _ = run("store", "merge", "--older-than", "30s", "--span", "2m", "--db", url)
+    assert code == 0, out
+    assert out.startswith("merged ")
+    assert "smaller" in out
+    assert max(map(len, out.splitlines())) <= 80
+    assert run(*query)[1] == before
+    code, out, _ = run("store", "merge", "--older-than", "30s", "--span", "2m", "--db", url,
+                       "--json")
+    assert (code, json.loads(out)["spans"]) == (0, 0), "nothing left to merge"
+
+
+def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'none.db'}"
+    for args, wording in ((("--span", "10x"), "--span '10x': expected a duration"),
+                          (("--span", "5s"), "--span '5s': expected 1m to 1d"),
+                          (("--older-than", "soon"), "--older-than 'soon'")):
+        code, _, err = run("store", "merge", *args, "--db", url)
+        assert code == 2
+        assert wording in err
+        assert len(err.strip().splitlines()) == 1
