@@ -50,14 +50,16 @@ def merge(db: Db = DEFAULT_DB,
     if as_json:
         typer.echo(json.dumps({"spans": result.spans, "segments_in": result.segments_in,
                                "bytes_in": result.bytes_in, "bytes_out": result.bytes_out,
-                               "points": result.points, "skipped": result.skipped}))
+                               "points": result.points, "samples": result.samples,
+                               "skipped": result.skipped}))
         return
     out = stdout_console()
     if not result.spans:
         out.print("nothing to merge: every span older than that is one segment already")
     else:
         saved = 1 - result.bytes_out / result.bytes_in
-        out.print(f"merged {counted(result.segments_in, 'segment')} into {result.spans:,}: "
-                  f"{result.bytes_in:,} -> {result.bytes_out:,} bytes ({saved:.0%} smaller)")
+        out.print(f"merged {counted(result.segments_in, 'segment')} into {result.spans:,} "
+                  f"({counted(result.samples, 'sample')}, unchanged)")
+        out.print(f"bytes: {result.bytes_in:,} -> {result.bytes_out:,} ({saved:.0%} smaller)")
     for why, n in sorted(result.skipped.items()):
         out.print(f"left as they are: {counted(n, 'span')} ({why})")

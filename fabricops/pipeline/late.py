@@ -60,17 +60,20 @@ def held_frames(store: Store, device: str, source: str, t0_ns: int,
     back as, and the frames of the segments that start in that span, by ts_ns (a
     segment's first). The span is the window, widened to a merged segment
     (``segment_merge``) that covers part of it."""
+    found, before = store.window_segments(device=device, source=source, t0_ns=t0_ns,
+                                          t1_ns=t1_ns)
     span = (t0_ns, t1_ns)
-    before = store.segment_before(device=device, source=source, t_ns=t0_ns)
-    if before is not None and before[1] >= t0_ns:
-        span = (before[0], max(t1_ns, before[1] + 1))
+    segments: list[SegmentRecord] | None = found
+    if before is not None and before[1] >= t0_ns:  # a merged segment covers its start
+        span, segments = (before[0], t1_ns), None
     while True:
-        segments = store.segments_starting(device=device, source=source, t0_ns=span[0],
-                                           t1_ns=span[1])
+        if segments is None:
+            segments = store.segments_starting(device=device, source=source,
+                                               t0_ns=span[0], t1_ns=span[1])
         end = max([span[1], *(s.t_end_ns + 1 for s in segments)])
         if end == span[1]:
             break
-        span = (span[0], end)
+        span, segments = (span[0], end), None
     held: dict[int, Frame] = {}
     for seg in segments:
         for f in frames_of_block(decode_block(seg.payload), device, Source(source),

@@ -65,6 +65,7 @@ class MergeResult:
     bytes_in: int = 0
     bytes_out: int = 0
     points: int = 0
+    samples: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
 
     def skip(self, why: str) -> None:
@@ -100,8 +101,10 @@ def merge_blocks(blocks: Sequence[SeriesBlock]) -> SeriesBlock:
 
 
 def merged_segment(segments: Sequence[SegmentRecord],
-                   decode: Callable[[bytes], SeriesBlock] = decode_block) -> SegmentRecord:
-    """The segment that holds the points of ``segments`` (one stream, in time order)."""
+                   decode: Callable[[bytes], SeriesBlock] = decode_block
+                   ) -> tuple[SegmentRecord, int]:
+    """The segment that holds the points of ``segments`` (one stream, in time order),
+    and how many samples it holds."""
     block = merge_blocks([decode(s.payload) for s in segments])
     bounds = gauge_bounds(block.metric)
     first = segments[0]
@@ -110,7 +113,8 @@ def merged_segment(segments: Sequence[SegmentRecord],
         t_end_ns=int(block.ts_ns[-1]), first_seq=min(s.first_seq for s in segments),
         last_seq=max(s.last_seq for s in segments), n_points=block.n_points,
         n_series=block.n_series, encoding=ENCODING,
-        max_error=float(bounds.max(initial=0.0)), payload=encode_block(block, bounds))
+        max_error=float(bounds.max(initial=0.0)), payload=encode_block(block, bounds)), \
+        int(block.present.sum())
 
 
 def spans(heads: Iterable[SegmentHead], span_ns: int) -> list[list[SegmentHead]]:
@@ -157,7 +161,7 @@ def merge_segments(store: Store, *, older_than_ns: int, config: MergeConfig | No
     span_ns = round(config.span_s * S)
     result = MergeResult()
     streams = sorted(store.segment_watermarks())
-    pending: list[SegmentMerge] = []
+    pending: list[tuple[SegmentMerge, int]] = []
     for done, (device, source) in enumerate(streams, 1):
         heads = store.segment_heads(device=device, source=source, t1_ns=older_than_ns)
         for group in spans(heads, span_ns):
@@ -168,11 +172,11 @@ def merge_segments(store: Store, *, older_than_ns: int, config: MergeConfig | No
                 result.skip("changed while merging")
                 continue
             try:
-                new = merged_segment(old)
+                new, samples = merged_segment(old)
             except KeyframeDecodeError:
                 result.skip("a segment does not decode")
                 continue
-            pending.append(SegmentMerge(tuple(old), new))
+            pending.append((SegmentMerge(tuple(old), new), samples))
             if len(pending) >= config.batch:
                 _commit(store, pending, result)
         if progress is not None:
@@ -181,10 +185,12 @@ def merge_segments(store: Store, *, older_than_ns: int, config: MergeConfig | No
     return result
 
 
-def _commit(store: Store, pending: list[SegmentMerge], result: MergeResult) -> None:
+def _commit(store: Store, pending: list[tuple[SegmentMerge, int]],
+            result: MergeResult) -> None:
     if not pending:
         return
-    for merge, ok in zip(pending, store.merge_segments(pending), strict=True):
+    done = store.merge_segments([m for m, _ in pending])
+    for (merge, samples), ok in zip(pending, done, strict=True):
         if not ok:
             result.skip("changed while merging")
             continue
@@ -193,4 +199,5 @@ def _commit(store: Store, pending: list[SegmentMerge], result: MergeResult) -> N
         result.bytes_in += sum(len(s.payload) for s in merge.old)
         result.bytes_out += len(merge.new.payload)
         result.points += merge.new.n_points
+        result.samples += samples
     pending.clear()

@@ -112,14 +112,22 @@ class Store(OperationsStore):
                                                source=source, t0_ns=t0_ns, t1_ns=t1_ns))
         return [queries.segment_record(r) for r in rows]
 
-    def segment_before(self, *, device: str, source: str, t_ns: int) -> tuple[int, int] | None:
-        """(t_start_ns, t_end_ns) of the latest segment of (device, source) that starts
-        before ``t_ns`` (None: none); one index seek, no payload."""
-        stmt = select(SegmentRow.t_start_ns, SegmentRow.t_end_ns).where(
-            SegmentRow.device == device, SegmentRow.source == source,
-            SegmentRow.t_start_ns < t_ns).order_by(SegmentRow.t_start_ns.desc()).limit(1)
-        row = self._read("segment_before", lambda conn: conn.execute(stmt).first())
-        return None if row is None else (int(row[0]), int(row[1]))
+    def window_segments(self, *, device: str, source: str, t0_ns: int, t1_ns: int
+                        ) -> tuple[list[SegmentRecord], tuple[int, int] | None]:
+        """One stream's segments that start in [t0_ns, t1_ns) (``segments_starting``),
+        and (t_start_ns, t_end_ns) of its latest segment that starts before t0_ns
+        (None: none; one index seek, no payload), read together: what a window write
+        needs to know."""
+        def work(conn: Connection) -> tuple[list[SegmentRecord], tuple[int, int] | None]:
+            stmt = queries.segments_starting(conn.dialect.name, device=device, source=source,
+                                             t0_ns=t0_ns, t1_ns=t1_ns)
+            found = [queries.segment_record(r) for r in conn.execute(stmt).all()]
+            last = conn.execute(select(SegmentRow.t_start_ns, SegmentRow.t_end_ns).where(
+                SegmentRow.device == device, SegmentRow.source == source,
+                SegmentRow.t_start_ns < t0_ns).order_by(SegmentRow.t_start_ns.desc())
+                .limit(1)).first()
+            return found, None if last is None else (int(last[0]), int(last[1]))
+        return self._read("window_segments", work)
 
     def segment_heads(self, *, device: str, source: str, t1_ns: int) -> list[SegmentHead]:
         """The segments of (device, source) that ended before ``t1_ns``, without their

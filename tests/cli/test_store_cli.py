@@ -34,6 +34,7 @@ def test_merge_then_read_the_same_series(tmp_path: Path) -> None:
     code, out, _ = run("store", "merge", "--older-than", "30s", "--span", "2m", "--db", url)
     assert code == 0, out
     assert out.startswith("merged ")
+    assert "samples, unchanged" in out
     assert "smaller" in out
     assert max(map(len, out.splitlines())) <= 80
     assert run(*query)[1] == before

@@ -169,7 +169,7 @@ def test_a_merge_that_races_a_writer_skips_the_span(store: Store) -> None:
     worker = _worker(store)
     worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
     old = tuple(store.segments(t0_ns=0, t1_ns=T0 + 119 * S))
-    merge = SegmentMerge(old, merged_segment(old))
+    merge = SegmentMerge(old, merged_segment(old)[0])
     worker.process(_msgs(_frame(80, 4), offset=3))  # a late frame rewrites window 1
     before = _all_points(store)
     assert store.merge_segments([merge]) == [False]

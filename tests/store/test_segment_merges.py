@@ -46,14 +46,17 @@ def test_a_merge_of_segments_changed_since_they_were_read_does_nothing(store: St
     assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 4
 
 
-def test_heads_and_the_segment_before_a_time(store: Store) -> None:
+def test_heads_and_what_a_window_write_reads(store: Store) -> None:
     store.put_segments([segment("leaf-0", i) for i in range(3)] + [segment("leaf-0", 0, "snmp")])
     heads = store.segment_heads(device="leaf-0", source="gnmi", t1_ns=T0 + 119 * S + 1)
     assert [(h.t_start_ns - T0) // S for h in heads] == [0, 60]
     assert heads[1].n_points == 1001
-    assert store.segment_before(device="leaf-0", source="gnmi", t_ns=T0 + 150 * S) == (
-        T0 + 120 * S, T0 + 179 * S)
-    assert store.segment_before(device="leaf-0", source="gnmi", t_ns=T0) is None
+    found, before = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 150 * S,
+                                          t1_ns=T0 + 210 * S)
+    assert (found, before) == ([], (T0 + 120 * S, T0 + 179 * S))
+    found, before = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0,
+                                          t1_ns=T0 + 60 * S)
+    assert ([s.first_seq for s in found], before) == ([0], None)
 
 
 def test_a_window_close_keeps_a_merged_segment_reaching_past_the_window(store: Store) -> None:
