@@ -17,8 +17,14 @@ are ``--window`` seconds, so every stream completes one each ``--window``
 simulated seconds, and each batch writes them for at most
 ``--close-budget`` CPU seconds.
 
+With ``--merge-span S``, the store's segments are then merged as ``fabricops
+store merge --span S`` merges them (every segment, once the worker is done),
+and its CPU time, bytes written and the segments' bytes before and after are
+shown.
+
     python bench/bench_pipeline.py [--family rail_optimized] [--gpus 2048]
         [--seconds 130] [--window 60] [--batch 1000] [--close-budget 0.15]
+        [--merge-span 0]
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus, MemoryBusConfig
 from fabricops.evaluation.scenarios import shape_params
+from fabricops.pipeline.segment_merge import MergeConfig, merge_segments
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.simulator.builders import build
 from fabricops.simulator.engine import SimConfig, Simulator
@@ -60,6 +67,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=130, help="simulated seconds")
     parser.add_argument("--window", type=float, default=60.0, help="keyframe window, s")
     parser.add_argument("--batch", type=int, default=1000, help="records per batch")
+    parser.add_argument("--merge-span", type=float, default=0.0,
+                        help="then merge the segments into spans of this many seconds")
     parser.add_argument("--close-budget", type=float, default=0.15,
                         help="CPU seconds a batch spends writing windows")
     args = parser.parse_args()
@@ -118,6 +127,7 @@ def main() -> None:
         flush_cpu = time.process_time() - t
         wrote = written() - w0
         db = sum(p.stat().st_size for p in Path(tmp).iterdir())
+        merged = merge_report(store, args.merge_span) if args.merge_span else ""
         store.stop()
     total = cpu + flush_cpu
     print(f"samples {samples:,} in {batches:,} batches; worker CPU {total:.2f} s = "
@@ -129,6 +139,22 @@ def main() -> None:
     print(f"longest batch {longest:.2f} CPU-s ({worst[1]:,} frames, {worst[2]:,} events, "
           f"{worst[3]:,} windows written; every stream completes a {args.window:g} s window "
           f"at once); CPU per simulated second {total / args.seconds:.2f} s")
+    if merged:
+        print(merged)
+
+
+def merge_report(store: Store, span_s: float) -> str:
+    """Merge every segment into spans of ``span_s``; what it cost."""
+    w0, t = written(), time.process_time()
+    result = merge_segments(store, older_than_ns=store.newest_ns() + 1,
+                            config=MergeConfig(span_s=span_s))
+    cpu, wrote = time.process_time() - t, written() - w0
+    return (f"merge into {span_s:g} s spans: {result.segments_in:,} segments into "
+            f"{result.spans:,} ({result.samples:,} samples), {cpu:.2f} CPU-s = "
+            f"{result.samples / cpu / 1e6:.2f} M samples per CPU-second; written "
+            f"{wrote / result.samples:.2f} B/sample; those segments "
+            f"{result.bytes_in / result.samples:.3f} -> {result.bytes_out / result.samples:.3f}"
+            " B/sample")
 
 
 if __name__ == "__main__":
