@@ -118,7 +118,8 @@ def merged_segment(segments: Sequence[SegmentRecord],
 
 
 def spans(heads: Iterable[SegmentHead], span_ns: int) -> list[list[SegmentHead]]:
-    """One stream's segments grouped by the aligned span of their start, in time order."""
+    """One stream's segments grouped by the aligned span of their start, in time order
+    (the last may end past the span: windows that do not divide it)."""
     groups: dict[int, list[SegmentHead]] = {}
     for head in heads:
         groups.setdefault(head.t_start_ns // span_ns, []).append(head)
@@ -131,9 +132,6 @@ def _mergeable(group: list[SegmentHead], span_ns: int, result: MergeResult) -> b
         return False
     if any(b.t_start_ns <= a.t_end_ns for a, b in itertools.pairwise(group)):
         result.skip("overlapping segments")
-        return False
-    if group[-1].t_end_ns // span_ns != group[0].t_start_ns // span_ns:
-        result.skip("a segment crosses the span's end")
         return False
     points = sum(h.n_points for h in group)
     if points > MAX_POINTS or points * max(h.n_series for h in group) > MAX_SAMPLES:

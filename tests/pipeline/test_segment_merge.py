@@ -188,3 +188,17 @@ def test_a_span_with_a_segment_that_does_not_decode_is_left_and_counted(store: S
     assert result.spans == 1, "the next span is merged all the same"
     starts = [(s.t_start_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=T0 + 599 * S)]
     assert len(starts) == 10, "the broken span is as it was"
+
+
+def test_windows_that_do_not_divide_the_span_are_merged_too(store: Store) -> None:
+    bus = MemoryBus()
+    bus.start()
+    worker = PipelineWorker(PipelineConfig(max_future_s=1e9, keyframe_interval_s=90), bus, store)
+    worker.process(_msgs(*(_frame(t, i) for i, t in enumerate(range(10, 1300, 20)))))
+    worker.flush()
+    before = _all_points(store)
+    result = merge_segments(store, older_than_ns=T0 + 1300 * S)
+    assert (result.spans, result.skipped) == (2, {})
+    assert _all_points(store) == before
+    ends = [(s.t_end_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=2**62)]
+    assert ends[0] >= 600, "the first span's last window ends past the span"
