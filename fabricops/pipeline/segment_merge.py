@@ -15,9 +15,10 @@ Contract:
   were decoded (a gauge's decoded value lies on its bound's grid, and coding
   it again with the same bound gives it back exactly). Read before and after,
   a series is identical.
-* Only segments that ended before ``older_than_ns`` and whose times do not
-  overlap are merged; a span with one segment, or with overlapping ones (a
-  race of two writers left both), is left as it is.
+* Only segments that ended before ``older_than_ns`` are merged; a span with
+  one segment is left as it is. Segments that overlap (a window written
+  beside a merged segment by a writer that read it before the merge) hold
+  copies of the same frames, and merge into one.
 * Each span is replaced in one transaction, and only if its segments are
   still stored as they were read (``Store.merge_segments``): a late frame
   written meanwhile makes the merge skip that span, never lose the frame.
@@ -29,7 +30,6 @@ Contract:
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -73,28 +73,26 @@ class MergeResult:
 
 
 def merge_blocks(blocks: Sequence[SeriesBlock]) -> SeriesBlock:
-    """One block holding the points of ``blocks`` (times strictly after each other):
-    the union of their series, in order of first appearance; a series is absent
-    where a block lacks it. ValueError if the times overlap or there is no block."""
+    """One block holding the points of ``blocks``: the union of their series, in order
+    of first appearance, and of their times. A series is absent where no block has it;
+    where blocks overlap (two writers left copies of the same frames), the first block
+    that has a sample keeps it. ValueError if there is no block."""
     if not blocks:
         raise ValueError("no block to merge")
-    for a, b in itertools.pairwise(blocks):
-        if int(b.ts_ns[0]) <= int(a.ts_ns[-1]):
-            raise ValueError("blocks to merge overlap in time")
     index: dict[tuple[str, int], int] = {}
     rows_of = []
     for block in blocks:
         pairs = zip(block.entity, block.metric.tolist(), strict=True)
         rows_of.append(np.array([index.setdefault(k, len(index)) for k in pairs], np.intp))
-    ts = np.concatenate([b.ts_ns for b in blocks])
+    ts = np.unique(np.concatenate([b.ts_ns for b in blocks]))
     raw = np.zeros((len(index), len(ts)), np.uint64)
     present = np.zeros((len(index), len(ts)), bool)
-    at = 0
     for block, rows in zip(blocks, rows_of, strict=True):
-        n = block.n_points
-        raw[rows, at:at + n] = block.raw
-        present[rows, at:at + n] = block.present
-        at += n
+        at = np.searchsorted(ts, block.ts_ns)
+        take = block.present & ~present[np.ix_(rows, at)]
+        r, c = np.nonzero(take)
+        raw[rows[r], at[c]] = block.raw[r, c]
+        present[rows[r], at[c]] = True
     keys = list(index)
     return SeriesBlock(ts, tuple(k[0] for k in keys),
                        np.array([k[1] for k in keys], np.uint16), raw, present)
@@ -129,9 +127,6 @@ def spans(heads: Iterable[SegmentHead], span_ns: int) -> list[list[SegmentHead]]
 
 def _mergeable(group: list[SegmentHead], span_ns: int, result: MergeResult) -> bool:
     if len(group) < 2:
-        return False
-    if any(b.t_start_ns <= a.t_end_ns for a, b in itertools.pairwise(group)):
-        result.skip("overlapping segments")
         return False
     points = sum(h.n_points for h in group)
     if points > MAX_POINTS or points * max(h.n_series for h in group) > MAX_SAMPLES:

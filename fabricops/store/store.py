@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Table, delete, func, select
+from sqlalchemy import Connection, Table, delete, func, insert, select
 
 from fabricops.core.records import Event, EventKind
 from fabricops.store import bulk, queries
@@ -141,24 +141,28 @@ class Store(OperationsStore):
         return [SegmentHead(*(r[0], r[1]), *(int(v) for v in r[2:])) for r in rows]
 
     def merge_segments(self, merges: Sequence[SegmentMerge]) -> list[bool]:
-        """In one transaction, per merge: if the segments of its stream that start from
-        its first old segment to its last are exactly its old ones, with the points they
-        had, delete them and insert its new segment; else leave them (a writer changed
-        them meanwhile). Returns, per merge, whether it was done."""
+        """In one transaction, per merge: delete the segments of its stream that start
+        from its first old segment to its last; if they were exactly its old ones, with
+        the points they had, insert its new segment, else put them back as they were (a
+        writer changed them after the merge read them). Deleting first makes the check
+        see what it replaces: a writer's change is either before the delete (seen) or
+        waits for this transaction. Returns, per merge, whether it was done."""
 
         def work(conn: Connection) -> tuple[list[bool], int]:
             done, deleted = [], 0
             for m in merges:
                 first, last = m.old[0], m.old[-1]
-                where = (SegmentRow.device == first.device, SegmentRow.source == first.source,
-                         SegmentRow.t_start_ns >= first.t_start_ns,
-                         SegmentRow.t_start_ns <= last.t_start_ns)
-                held = conn.execute(select(SegmentRow.t_start_ns, SegmentRow.first_seq,
-                                           SegmentRow.n_points).where(*where)).all()
-                want = sorted((s.t_start_ns, s.first_seq, s.n_points) for s in m.old)
-                same = sorted(tuple(int(v) for v in r) for r in held) == want
+                gone = conn.execute(delete(SegmentRow).where(
+                    SegmentRow.device == first.device, SegmentRow.source == first.source,
+                    SegmentRow.t_start_ns >= first.t_start_ns,
+                    SegmentRow.t_start_ns <= last.t_start_ns).returning(*SEGMENTS.c)).all()
+                same = sorted((int(r.t_start_ns), int(r.first_seq), int(r.n_points))
+                              for r in gone) == sorted((s.t_start_ns, s.first_seq, s.n_points)
+                                                       for s in m.old)
                 if same:
-                    deleted += conn.execute(delete(SegmentRow).where(*where)).rowcount
+                    deleted += len(gone)
+                elif gone:
+                    conn.execute(insert(SEGMENTS), [dict(r._mapping) for r in gone])
                 done.append(same)
             rows = [queries.segment_row(m.new) for m, ok in zip(merges, done, strict=True)
                     if ok]
@@ -267,11 +271,18 @@ class Store(OperationsStore):
         in its window (start in it and end before its end; a merged segment reaching
         past it stays) with its segments, drop the frames an older version staged for it
         (ts_ns within the window and before ``before_ts_ns``) and save its checkpoint (an
-        older one never replaces a newer one). Returns segments inserted."""
+        older one never replaces a newer one). Returns segments inserted.
+
+        A segment of a window that cannot be inserted (a merged segment that reaches
+        past the window has its key: the merge committed after the writer read the
+        window) fails the whole write with a transient StoreError: read the window
+        again and write it again."""
         return self._close("close_windows", closes)
 
     def _close(self, op: str, closes: Sequence[WindowClose]) -> int:
-        rows = [queries.segment_row(r) for c in closes for r in c.segments]
+        windowed = [queries.segment_row(r) for c in closes if c.window is not None
+                    for r in c.segments]
+        plain = [queries.segment_row(r) for c in closes if c.window is None for r in c.segments]
         checkpoints = [{"device": c.device, "source": c.source, "ts_ns": c.before_ts_ns,
                         "state": c.state} for c in closes if c.state is not None]
 
@@ -289,14 +300,20 @@ class Store(OperationsStore):
                         SegmentRow.t_start_ns < c.window[1],
                         SegmentRow.t_end_ns < c.window[1]))
                 deleted += conn.execute(unstage).rowcount
-            inserted = insert_rows(conn, SEGMENTS, rows, key=SEGMENT_KEY)
+            inserted = insert_rows(conn, SEGMENTS, windowed, key=SEGMENT_KEY)
+            if inserted < len(windowed):
+                raise StoreError(
+                    f"{op} on database {self.url}: a segment reaching past its window has "
+                    "the key of a window written again (a merge committed after the window "
+                    "was read); it is written again", transient=True)
+            inserted += insert_rows(conn, SEGMENTS, plain, key=SEGMENT_KEY)
             insert_rows(conn, STREAM_STATES, checkpoints, key=STREAM_KEY,
                         upsert=queries.CHECKPOINT_MERGE)
             return deleted, inserted
 
         deleted, inserted = self._transaction(op, work)
         self.metrics.rows_deleted.labels(StagedFrameRow.__tablename__).inc(deleted)
-        self.metrics.written(SegmentRow.__tablename__, len(rows), inserted)
+        self.metrics.written(SegmentRow.__tablename__, len(windowed) + len(plain), inserted)
         return inserted
 
     def stream_states(self) -> dict[tuple[str, str], bytes]:

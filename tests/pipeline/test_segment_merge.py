@@ -98,10 +98,17 @@ def test_a_merged_block_holds_every_series_at_its_points() -> None:
     assert again == merged, "gauges decoded once come back bit for bit when coded again"
 
 
-def test_blocks_that_overlap_in_time_are_refused() -> None:
-    a = _block(0, 60, ("leaf-0:eth1",), 1)
-    with pytest.raises(ValueError, match="overlap"):
-        merge_blocks([a, _block(59, 10, ("leaf-0:eth1",), 2)])
+def test_blocks_that_overlap_merge_into_the_union_of_their_samples() -> None:
+    a = _stored(_block(0, 60, ("leaf-0:eth1",), 1))
+    b = _stored(_block(50, 20, ("leaf-0:eth1",), 2))  # a copy of 50..59 differing, then more
+    merged = merge_blocks([a, b])
+    assert merged.n_points == 70
+    both = a.present[:, 50:] & b.present[:, :10]
+    assert np.array_equal(merged.raw[:, 50:60][both], a.raw[:, 50:][both]), "first wins"
+    only_b = ~a.present[:, 50:] & b.present[:, :10]
+    assert np.array_equal(merged.raw[:, 50:60][only_b], b.raw[:, :10][only_b])
+    assert np.array_equal(merged.present[:, 50:60], a.present[:, 50:] | b.present[:, :10])
+    assert np.array_equal(merged.raw[:, 60:], b.raw[:, 10:])
     with pytest.raises(ValueError, match="no block"):
         merge_blocks([])
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fabricops.store import SegmentRecord, Store
+import pytest
+
+from fabricops.store import SegmentRecord, Store, StoreError
 from fabricops.store.records import SegmentMerge
 
 from .samples import T0, S, segment
@@ -43,7 +45,10 @@ def test_a_merge_of_segments_changed_since_they_were_read_does_nothing(store: St
     store.put_segments([replace(corrected, t_start_ns=corrected.t_start_ns - S, first_seq=7)])
     assert store.merge_segments([SegmentMerge(tuple(now), _merged(now))]) == [False], \
         "a segment the merge did not read lies in its range"
-    assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 4
+    kept = store.segments(t0_ns=0, t1_ns=2**62)
+    assert sorted(s.payload for s in kept) == sorted(
+        [old[0].payload, corrected.payload, corrected.payload, old[2].payload]), \
+        "every segment is put back as it was"
 
 
 def test_heads_and_what_a_window_write_reads(store: Store) -> None:
@@ -68,3 +73,16 @@ def test_a_window_close_keeps_a_merged_segment_reaching_past_the_window(store: S
                        window=(T0, T0 + 60 * S))
     payloads = sorted(s.payload for s in store.segments(t0_ns=0, t1_ns=2**62))
     assert payloads == [b"late", b"merged"]
+
+
+def test_a_window_written_with_the_key_of_a_merged_segment_is_tried_again(
+        store: Store) -> None:
+    old = [segment("leaf-0", i) for i in range(3)]
+    store.put_segments(old)
+    store.merge_segments([SegmentMerge(tuple(old), _merged(old))])
+    again = replace(segment("leaf-0", 0), payload=b"read before the merge")
+    with pytest.raises(StoreError, match="written again") as raised:
+        store.close_window([again], device="leaf-0", source="gnmi",
+                           before_ts_ns=T0 + 60 * S, window=(T0, T0 + 60 * S))
+    assert raised.value.transient, "the writer reads the window again and retries"
+    assert [s.payload for s in store.segments(t0_ns=0, t1_ns=2**62)] == [b"merged"]
