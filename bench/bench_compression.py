@@ -6,7 +6,7 @@ pipeline stores them):
 
 * ``noisy``: :mod:`noisy_telemetry` (bursty on/off collectives, heavy-tailed
   bursts, idle ports, sensor noise and resolution, resets and wraps at 2**32
-  and 2**64, rare state changes): 8 leaves x 13 ports x 19 metrics = 1,976
+  and 2**64, rare state changes): 2 leaves x 52 ports x 19 metrics = 1,976
   series x ``--noisy-points`` polls, seed ``--seed``;
 * ``simulated``: the ``demo`` scenario of the simulator (512-GPU leaf-spine, one
   training job) for ``--minutes`` at 1 s ticks with every metric it emits, and
