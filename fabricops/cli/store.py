@@ -18,11 +18,14 @@ app = typer.Typer(no_args_is_help=True, help=(
 @app.command("merge")
 def merge(db: Db = DEFAULT_DB,
           older_than: Annotated[str, typer.Option(
-              "--older-than", help="Merge segments that ended this long before the newest "
-              "data in the store (late frames for them are still merged in): 90m, 2h, 1d")]
+              "--older-than", help="Merge spans that ended this long before their stream's "
+              "newest data (late frames for them are still stored): 90m, 2h, 1d")]
           = "1h",
           span: Annotated[str, typer.Option(
               help="One segment per stream and aligned span of this length: 10m, 1h")] = "10m",
+          lookback: Annotated[str, typer.Option(
+              help="Look at spans at most this far before the cutoff (a first run on a "
+              "long history: more, e.g. 30d)")] = "1d",
           as_json: AsJson = False) -> None:
     """Merge each stream's old one-minute segments into one segment per span.
 
@@ -32,21 +35,22 @@ def merge(db: Db = DEFAULT_DB,
     lost; running it again merges what is left. Run it from a timer, e.g.
     hourly.
     """
-    from fabricops.pipeline.segment_merge import MergeConfig, merge_segments
+    from fabricops.pipeline.segment_merge import MAX_SPAN_S, MergeConfig, merge_segments
 
     with user_errors():
         try:
             age_ns = round(parse_duration(older_than, "--older-than") * 1e9)
             span_s = parse_duration(span, "--span")
+            lookback_s = parse_duration(lookback, "--lookback")
         except ValueError as exc:
             raise fail(str(exc)) from None
-        if not 60 <= span_s <= 86_400:
-            raise fail(f"--span {span!r}: expected 1m to 1d")
-        config = MergeConfig(span_s=span_s)
-    with opened(db) as store, user_errors():
-        cutoff = store.newest_ns() - age_ns
-        with progress_bar("merging streams") as update:
-            result = merge_segments(store, older_than_ns=cutoff, config=config, progress=update)
+        if not 60 <= span_s <= MAX_SPAN_S:
+            raise fail(f"--span {span!r}: expected 1m to 1h")
+        if lookback_s <= 0:
+            raise fail(f"--lookback {lookback!r}: expected more than 0")
+        config = MergeConfig(span_s=span_s, lookback_s=lookback_s)
+    with opened(db) as store, user_errors(), progress_bar("merging streams") as update:
+        result = merge_segments(store, age_ns=age_ns, config=config, progress=update)
     if as_json:
         typer.echo(json.dumps({"spans": result.spans, "segments_in": result.segments_in,
                                "bytes_in": result.bytes_in, "bytes_out": result.bytes_out,
@@ -54,8 +58,10 @@ def merge(db: Db = DEFAULT_DB,
                                "skipped": result.skipped}))
         return
     out = stdout_console()
-    if not result.spans:
+    if not result.spans and not result.skipped:
         out.print("nothing to merge: every span older than that is one segment already")
+    elif not result.spans:
+        out.print("nothing merged")
     else:
         saved = 1 - result.bytes_out / result.bytes_in
         out.print(f"merged {counted(result.segments_in, 'segment')} into {result.spans:,} "

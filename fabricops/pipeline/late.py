@@ -5,10 +5,11 @@ buffer) or reordered between partitions. A frame is a duplicate only when its
 identity, (device, source, ts_ns), is already stored; otherwise it is kept,
 whatever came before it. ``correct_windows`` takes the late frames of closed
 windows, reads what the store holds of each window (``held_frames``: its
-segment, or the merged segment that covers it), and writes the window again
-with the new frames in it (one transaction per window: the old segment goes,
-the corrected segment comes).
-Points already held are left as they are.
+segment, and the times a merged segment covering it holds), and writes the
+window again with the new frames in it (one transaction per window: the old
+segment goes, the corrected segment comes; a merged segment stays, and the
+window's segment holds only what it lacks). Points already held are left as
+they are.
 
 Late frames are stored but never stepped through their stream: the events a
 late frame would have raised are not raised (their rates would be computed
@@ -54,56 +55,68 @@ def frames_of_block(block: SeriesBlock, device: str, source: Source,
     return out
 
 
-def held_frames(store: Store, device: str, source: str, t0_ns: int,
-                t1_ns: int) -> tuple[tuple[int, int], dict[int, Frame]]:
-    """What the store holds of one stream's window [t0_ns, t1_ns): the span to write it
-    back as, and the frames of the segments that start in that span, by ts_ns (a
-    segment's first). The span is the window, widened to a merged segment
-    (``segment_merge``) that covers part of it."""
-    found, before = store.window_segments(device=device, source=source, t0_ns=t0_ns,
-                                          t1_ns=t1_ns)
-    span = (t0_ns, t1_ns)
-    segments: list[SegmentRecord] | None = found
-    if before is not None and before[1] >= t0_ns:  # a merged segment covers its start
-        span, segments = (before[0], t1_ns), None
-    while True:
-        if segments is None:
-            segments = store.segments_starting(device=device, source=source,
-                                               t0_ns=span[0], t1_ns=span[1])
-        end = max([span[1], *(s.t_end_ns + 1 for s in segments)])
-        if end == span[1]:
-            break
-        span, segments = (span[0], end), None
-    held: dict[int, Frame] = {}
-    for seg in segments:
-        for f in frames_of_block(decode_block(seg.payload), device, Source(source),
-                                 [seg.first_seq] * seg.n_points):
-            held.setdefault(f.ts_ns, f)
-    return span, held
+@dataclass
+class Held:
+    """What the store holds of one stream's window: ``within``, the frames of the
+    segments that lie in it (a window write replaces them), by ts_ns; ``covered``,
+    the times in it that segments reaching outside it hold (merged segments, which a
+    window write leaves as they are)."""
+
+    within: dict[int, Frame]
+    covered: set[int]
+
+    def has(self, ts_ns: int) -> bool:
+        return ts_ns in self.within or ts_ns in self.covered
+
+    def to_write(self, frames: dict[int, Frame]) -> list[Frame]:
+        """``frames`` (by ts_ns) without the times a segment outside the window holds,
+        oldest first: what the window's own segment is written with."""
+        return [frames[t] for t in sorted(frames) if t not in self.covered]
 
 
-def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
+def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int,
+                reach_ns: int) -> Held:
+    """What the store holds of one stream's window [t0_ns, t1_ns) (see ``Held``);
+    ``reach_ns`` is the longest a stored segment can be (``segment_merge.MAX_SPAN_S``
+    plus a window)."""
+    held = Held({}, set())
+    for seg in store.window_segments(device=device, source=source, t0_ns=t0_ns,
+                                     t1_ns=t1_ns, reach_ns=reach_ns):
+        block = decode_block(seg.payload)
+        if t0_ns <= seg.t_start_ns and seg.t_end_ns < t1_ns:
+            for f in frames_of_block(block, device, Source(source),
+                                     [seg.first_seq] * seg.n_points):
+                held.within.setdefault(f.ts_ns, f)
+        else:
+            ts = block.ts_ns
+            held.covered.update(ts[(ts >= t0_ns) & (ts < t1_ns)].tolist())
+    return held
+
+
+def correct_windows(store: Store, late: Sequence[Frame], window_ns: int, reach_ns: int,
                     segment_of: Callable[[str, str, list[Frame]], SegmentRecord]) -> Correction:
-    """Merge ``late`` frames into their stored windows (see the module docstring)."""
+    """Merge ``late`` frames into their stored windows (see the module docstring); a
+    window a merged segment covers gets a segment of its own beside it, with the frames
+    the merged one lacks."""
     groups: dict[WindowKey, list[Frame]] = {}
     for frame in late:
         groups.setdefault((frame.device, frame.source.value, frame.ts_ns // window_ns),
                           []).append(frame)
     done = Correction()
     for (device, source, index), frames in sorted(groups.items()):
-        span, have = held_frames(store, device, source, index * window_ns,
-                                 (index + 1) * window_ns)
+        t0, t1 = index * window_ns, (index + 1) * window_ns
+        have = held_frames(store, device, source, t0, t1, reach_ns)
         new = {}
         for f in frames:
-            if f.ts_ns in have or f.ts_ns in new:
+            if have.has(f.ts_ns) or f.ts_ns in new:
                 done.duplicates += 1
             else:
                 new[f.ts_ns] = f
         if not new:
             continue
-        merged = sorted([*have.values(), *new.values()], key=lambda f: f.ts_ns)
-        store.close_window([segment_of(device, source, merged)], device=device, source=source,
-                           before_ts_ns=span[1], window=span)
+        rows = have.to_write({**have.within, **new})
+        store.close_window([segment_of(device, source, rows)], device=device, source=source,
+                           before_ts_ns=t1, window=(t0, t1))
         done.stored += len(new)
         done.windows += 1
     return done

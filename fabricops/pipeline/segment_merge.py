@@ -15,16 +15,17 @@ Contract:
   were decoded (a gauge's decoded value lies on its bound's grid, and coding
   it again with the same bound gives it back exactly). Read before and after,
   a series is identical.
-* Only segments that ended before ``older_than_ns`` are merged; a span with
-  one segment is left as it is. Segments that overlap (a window written
-  beside a merged segment by a writer that read it before the merge) hold
-  copies of the same frames, and merge into one.
-* Each span is replaced in one transaction, and only if its segments are
-  still stored as they were read (``Store.merge_segments``): a late frame
+* A span is merged once it ended before the cutoff, and only if it has more
+  than one segment. Segments that overlap (a window written beside a merged
+  segment) merge into the union of their samples.
+* Each span is replaced in a transaction of its own, and only if its segments
+  are still stored as they were read (``Store.merge_segments``): a frame
   written meanwhile makes the merge skip that span, never lose the frame.
-* A late frame for a merged span is written into the merged segment
-  (``late.held_frames`` widens a window to the segments that cover it).
-* A span with a segment that does not decode is left as it is, and counted.
+* A window write never deletes a merged segment. A late frame for a merged
+  span is written in a segment of its own beside it, holding what the merged
+  one lacks (``late.held_frames``); the next run folds it in.
+* A span that cannot be merged (a segment that does not decode, too many
+  samples for one segment, a busy database) is left as it is, and counted.
 * Idempotent: a span already merged is one segment and is left as it is.
 """
 
@@ -39,11 +40,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.pipeline.keyframe import ENCODING, SeriesBlock, decode_block, encode_block
 from fabricops.pipeline.keyframe_block import MAX_POINTS, MAX_SAMPLES, gauge_bounds
-from fabricops.pipeline.keyframe_pack import KeyframeDecodeError
+from fabricops.pipeline.keyframe_pack import KeyframeDecodeError, KeyframeError
 from fabricops.store.records import SegmentHead, SegmentMerge, SegmentRecord
-from fabricops.store.store import Store
+from fabricops.store.store import Store, StoreError
 
 S: Final = 1_000_000_000
+MAX_SPAN_S: Final = 3600.0
+"""The longest span a merge makes: a merged segment starts at most this, plus one
+window, before any time it holds (a window write looks that far back)."""
 
 
 class MergeConfig(BaseModel):
@@ -51,9 +55,12 @@ class MergeConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    span_s: float = Field(default=600.0, ge=1.0, le=86_400.0,
+    span_s: float = Field(default=600.0, ge=1.0, le=MAX_SPAN_S,
                           description="one segment per stream and aligned span of this length")
-    batch: int = Field(default=64, ge=1, description="spans per transaction")
+    lookback_s: float = Field(default=86_400.0, gt=0,
+                              description="merge spans that start at most this long before "
+                                          "the cutoff (a run does not reread all history)")
+    batch: int = Field(default=64, ge=1, description="spans prepared before they are written")
 
 
 @dataclass
@@ -68,8 +75,8 @@ class MergeResult:
     samples: int = 0
     skipped: dict[str, int] = field(default_factory=dict)
 
-    def skip(self, why: str) -> None:
-        self.skipped[why] = self.skipped.get(why, 0) + 1
+    def skip(self, why: str, n: int = 1) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + n
 
 
 def merge_blocks(blocks: Sequence[SeriesBlock]) -> SeriesBlock:
@@ -132,7 +139,7 @@ def spans(heads: Iterable[SegmentHead], span_ns: int) -> list[list[SegmentHead]]
             for _, g in sorted(groups.items())]
 
 
-def _mergeable(group: list[SegmentHead], span_ns: int, result: MergeResult) -> bool:
+def _mergeable(group: list[SegmentHead], result: MergeResult) -> bool:
     if len(group) < 2:
         return False
     points = sum(h.n_points for h in group)
@@ -152,20 +159,27 @@ def _fetch(store: Store, group: list[SegmentHead]) -> list[SegmentRecord] | None
     return found if same else None
 
 
-def merge_segments(store: Store, *, older_than_ns: int, config: MergeConfig | None = None,
+def merge_segments(store: Store, *, older_than_ns: int = 2**63 - 1, age_ns: int = 0,
+                   config: MergeConfig | None = None,
                    progress: Callable[[int, int], None] | None = None) -> MergeResult:
-    """Merge the segments that ended before ``older_than_ns``, stream by stream (see the
-    module docstring); ``progress(streams done, streams)`` is called after each stream.
-    Memory holds one stream's segment heads and one batch of spans."""
+    """Merge, stream by stream, the spans that ended before ``older_than_ns`` and
+    ``age_ns`` before the stream's own newest segment end (a stream that lags keeps its
+    recent windows), looking back ``config.lookback_s`` (see the module docstring).
+    ``progress(streams done, streams)`` is called after each stream. Memory holds one
+    stream's segment heads and ``config.batch`` spans."""
     config = config or MergeConfig()
     span_ns = round(config.span_s * S)
     result = MergeResult()
-    streams = sorted(store.segment_watermarks())
+    streams = sorted(store.segment_watermarks().items())
     pending: list[tuple[SegmentMerge, int]] = []
-    for done, (device, source) in enumerate(streams, 1):
-        heads = store.segment_heads(device=device, source=source, t1_ns=older_than_ns)
+    for done, ((device, source), newest) in enumerate(streams, 1):
+        cutoff = min(older_than_ns, newest - age_ns)
+        heads = store.segment_heads(device=device, source=source,
+                                    t0_ns=cutoff - round(config.lookback_s * S), t1_ns=cutoff)
         for group in spans(heads, span_ns):
-            if not _mergeable(group, span_ns, result):
+            if group[0].t_start_ns // span_ns >= cutoff // span_ns:
+                continue  # the span goes on past the cutoff: next time, whole
+            if not _mergeable(group, result):
                 continue
             old = _fetch(store, group)
             if old is None:
@@ -175,6 +189,9 @@ def merge_segments(store: Store, *, older_than_ns: int, config: MergeConfig | No
                 new, samples = merged_segment(old)
             except KeyframeDecodeError:
                 result.skip("a segment does not decode")
+                continue
+            except KeyframeError:
+                result.skip("too many samples for one segment")
                 continue
             pending.append((SegmentMerge(tuple(old), new), samples))
             if len(pending) >= config.batch:
@@ -189,7 +206,13 @@ def _commit(store: Store, pending: list[tuple[SegmentMerge, int]],
             result: MergeResult) -> None:
     if not pending:
         return
-    done = store.merge_segments([m for m, _ in pending])
+    try:
+        done = store.merge_segments([m for m, _ in pending])
+    except StoreError as exc:
+        if not exc.transient:
+            raise
+        done = [False] * len(pending)  # busy (a lock wait ran out, a deadlock): next run
+        result.skip("database busy", len(pending))
     for (merge, samples), ok in zip(pending, done, strict=True):
         if not ok:
             result.skip("changed while merging")

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Table, delete, func, insert, select
+from sqlalchemy import Connection, Table, delete, func, select
 
 from fabricops.core.records import Event, EventKind
 from fabricops.store import bulk, queries
@@ -67,6 +67,25 @@ def _replace_build(excluded: Any, table: Table) -> tuple[dict[str, Any], Any]:
 
 
 _REPLACE = bulk.Upsert(_replace_build)
+
+
+class _Changed(Exception):  # noqa: N818  (rolls a merge back; never leaves the store)
+    """The segments a merge read changed before it could replace them."""
+
+
+def _merge_one(m: SegmentMerge, conn: Connection) -> int:
+    """``Store.merge_segments`` of one merge; the segments deleted."""
+    first, last = m.old[0], m.old[-1]
+    gone = conn.execute(delete(SegmentRow).where(
+        SegmentRow.device == first.device, SegmentRow.source == first.source,
+        SegmentRow.t_start_ns >= first.t_start_ns, SegmentRow.t_start_ns <= last.t_start_ns)
+        .returning(SegmentRow.t_start_ns, SegmentRow.first_seq, SegmentRow.n_points)).all()
+    if sorted(tuple(int(v) for v in r) for r in gone) != sorted(
+            (s.t_start_ns, s.first_seq, s.n_points) for s in m.old):
+        raise _Changed
+    if insert_rows(conn, SEGMENTS, [queries.segment_row(m.new)], key=SEGMENT_KEY) != 1:
+        raise _Changed
+    return len(gone)
 __all__ = ["ActionConflict", "ActionNotFound", "Store", "StoreConfig", "StoreError"]
 
 
@@ -112,66 +131,50 @@ class Store(OperationsStore):
                                                source=source, t0_ns=t0_ns, t1_ns=t1_ns))
         return [queries.segment_record(r) for r in rows]
 
-    def window_segments(self, *, device: str, source: str, t0_ns: int, t1_ns: int
-                        ) -> tuple[list[SegmentRecord], tuple[int, int] | None]:
-        """One stream's segments that start in [t0_ns, t1_ns) (``segments_starting``),
-        and (t_start_ns, t_end_ns) of its latest segment that starts before t0_ns
-        (None: none; one index seek, no payload), read together: what a window write
-        needs to know."""
-        def work(conn: Connection) -> tuple[list[SegmentRecord], tuple[int, int] | None]:
-            stmt = queries.segments_starting(conn.dialect.name, device=device, source=source,
-                                             t0_ns=t0_ns, t1_ns=t1_ns)
-            found = [queries.segment_record(r) for r in conn.execute(stmt).all()]
-            last = conn.execute(select(SegmentRow.t_start_ns, SegmentRow.t_end_ns).where(
-                SegmentRow.device == device, SegmentRow.source == source,
-                SegmentRow.t_start_ns < t0_ns).order_by(SegmentRow.t_start_ns.desc())
-                .limit(1)).first()
-            return found, None if last is None else (int(last[0]), int(last[1]))
-        return self._read("window_segments", work)
+    def window_segments(self, *, device: str, source: str, t0_ns: int, t1_ns: int,
+                        reach_ns: int) -> list[SegmentRecord]:
+        """One stream's segments that hold samples in the window [t0_ns, t1_ns) and start
+        at most ``reach_ns`` before it (the longest a segment can be), by t_start_ns and
+        first_seq: one statement, an index range of the stream's last ``reach_ns``."""
+        stmt = select(SEGMENTS).where(
+            SegmentRow.device == device, SegmentRow.source == source,
+            SegmentRow.t_start_ns >= t0_ns - reach_ns, SegmentRow.t_start_ns < t1_ns,
+            SegmentRow.t_end_ns >= t0_ns).order_by(SegmentRow.t_start_ns, SegmentRow.first_seq)
+        rows = self._read("window_segments", lambda conn: conn.execute(stmt).all())
+        return [queries.segment_record(r) for r in rows]
 
-    def segment_heads(self, *, device: str, source: str, t1_ns: int) -> list[SegmentHead]:
-        """The segments of (device, source) that ended before ``t1_ns``, without their
-        payloads, by t_start_ns and first_seq."""
+    def segment_heads(self, *, device: str, source: str, t0_ns: int,
+                      t1_ns: int) -> list[SegmentHead]:
+        """The segments of (device, source) that start at ``t0_ns`` or later and ended
+        before ``t1_ns``, without their payloads, by t_start_ns and first_seq."""
         stmt = select(SegmentRow.device, SegmentRow.source, SegmentRow.t_start_ns,
                       SegmentRow.t_end_ns, SegmentRow.first_seq, SegmentRow.n_points,
                       SegmentRow.n_series).where(
             SegmentRow.device == device, SegmentRow.source == source,
+            SegmentRow.t_start_ns >= t0_ns, SegmentRow.t_start_ns < t1_ns,
             SegmentRow.t_end_ns < t1_ns).order_by(SegmentRow.t_start_ns, SegmentRow.first_seq)
         rows = self._read("segment_heads", lambda conn: conn.execute(stmt).all())
         return [SegmentHead(*(r[0], r[1]), *(int(v) for v in r[2:])) for r in rows]
 
     def merge_segments(self, merges: Sequence[SegmentMerge]) -> list[bool]:
-        """In one transaction, per merge: delete the segments of its stream that start
-        from its first old segment to its last; if they were exactly its old ones, with
-        the points they had, insert its new segment, else put them back as they were (a
-        writer changed them after the merge read them). Deleting first makes the check
-        see what it replaces: a writer's change is either before the delete (seen) or
-        waits for this transaction. Returns, per merge, whether it was done."""
-
-        def work(conn: Connection) -> tuple[list[bool], int]:
-            done, deleted = [], 0
-            for m in merges:
-                first, last = m.old[0], m.old[-1]
-                gone = conn.execute(delete(SegmentRow).where(
-                    SegmentRow.device == first.device, SegmentRow.source == first.source,
-                    SegmentRow.t_start_ns >= first.t_start_ns,
-                    SegmentRow.t_start_ns <= last.t_start_ns).returning(*SEGMENTS.c)).all()
-                same = sorted((int(r.t_start_ns), int(r.first_seq), int(r.n_points))
-                              for r in gone) == sorted((s.t_start_ns, s.first_seq, s.n_points)
-                                                       for s in m.old)
-                if same:
-                    deleted += len(gone)
-                elif gone:
-                    conn.execute(insert(SEGMENTS), [dict(r._mapping) for r in gone])
-                done.append(same)
-            rows = [queries.segment_row(m.new) for m, ok in zip(merges, done, strict=True)
-                    if ok]
-            insert_rows(conn, SEGMENTS, rows, key=SEGMENT_KEY)
-            return done, deleted
-
-        done, deleted = self._transaction("merge_segments", work)
-        self.metrics.rows_deleted.labels(SegmentRow.__tablename__).inc(deleted)
-        self.metrics.written(SegmentRow.__tablename__, sum(done), sum(done))
+        """Per merge, in a transaction of its own: delete the segments of its stream that
+        start from its first old segment to its last and insert its new segment, if those
+        were exactly its old ones, with the points they had, and its new segment's key is
+        free; else roll back (a writer changed them after the merge read them). Deleting
+        first makes the check see what it replaces: on SQLite the delete takes the write
+        lock, on PostgreSQL it waits for a writer holding those rows (a segment another
+        writer inserts meanwhile is left beside the merged one). Returns, per merge,
+        whether it was done."""
+        done = []
+        for m in merges:
+            try:
+                deleted = self._transaction("merge_segments", partial(_merge_one, m))
+            except _Changed:
+                done.append(False)
+                continue
+            self.metrics.rows_deleted.labels(SegmentRow.__tablename__).inc(deleted)
+            self.metrics.written(SegmentRow.__tablename__, 1, 1)
+            done.append(True)
         return done
 
     def segment_watermarks(self) -> dict[tuple[str, str], int]:
@@ -273,15 +276,21 @@ class Store(OperationsStore):
         (ts_ns within the window and before ``before_ts_ns``) and save its checkpoint (an
         older one never replaces a newer one). Returns segments inserted.
 
-        A segment of a window that cannot be inserted (a merged segment that reaches
-        past the window has its key: the merge committed after the writer read the
-        window) fails the whole write with a transient StoreError: read the window
-        again and write it again."""
+        Closes are applied in (device, source, window) order, the order a merge locks
+        streams in. A segment of a window that cannot be inserted (a merged segment
+        committed after the writer read the window has its key) fails the whole write
+        with a transient StoreError: read the window again and write it again. Two
+        segments with one key in one call are a caller's error (not transient)."""
         return self._close("close_windows", closes)
 
     def _close(self, op: str, closes: Sequence[WindowClose]) -> int:
+        closes = sorted(closes, key=lambda c: (c.device, c.source, c.window or (0, 0)))
         windowed = [queries.segment_row(r) for c in closes if c.window is not None
                     for r in c.segments]
+        keys = {tuple(r[k] for k in SEGMENT_KEY) for r in windowed}
+        if len(keys) < len(windowed):
+            raise StoreError(f"{op} on database {self.url}: two segments of one write have "
+                             "the same key (device, source, start, first sequence number)")
         plain = [queries.segment_row(r) for c in closes if c.window is None for r in c.segments]
         checkpoints = [{"device": c.device, "source": c.source, "ts_ns": c.before_ts_ns,
                         "state": c.state} for c in closes if c.state is not None]
@@ -303,9 +312,9 @@ class Store(OperationsStore):
             inserted = insert_rows(conn, SEGMENTS, windowed, key=SEGMENT_KEY)
             if inserted < len(windowed):
                 raise StoreError(
-                    f"{op} on database {self.url}: a segment reaching past its window has "
-                    "the key of a window written again (a merge committed after the window "
-                    "was read); it is written again", transient=True)
+                    f"{op} on database {self.url}: a segment written since the window was "
+                    "read has the key of its new segment (a merge committed in between); "
+                    "read the window again", transient=True)
             inserted += insert_rows(conn, SEGMENTS, plain, key=SEGMENT_KEY)
             insert_rows(conn, STREAM_STATES, checkpoints, key=STREAM_KEY,
                         upsert=queries.CHECKPOINT_MERGE)

@@ -46,7 +46,7 @@ def test_merge_then_read_the_same_series(tmp_path: Path) -> None:
 def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'none.db'}"
     for args, wording in ((("--span", "10x"), "--span '10x': expected a duration"),
-                          (("--span", "5s"), "--span '5s': expected 1m to 1d"),
+                          (("--span", "5s"), "--span '5s': expected 1m to 1h"),
                           (("--older-than", "soon"), "--older-than 'soon'")):
         code, _, err = run("store", "merge", *args, "--db", url)
         assert code == 2

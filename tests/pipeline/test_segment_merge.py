@@ -130,38 +130,50 @@ def test_merging_a_pipeline_store_keeps_every_point_in_fewer_bytes(store: Store)
                           config=MergeConfig(span_s=120)).spans == 0, "idempotent"
 
 
-def test_only_segments_older_than_the_cutoff_are_merged(store: Store) -> None:
+def test_only_spans_that_ended_before_the_cutoff_are_merged(store: Store) -> None:
     worker = _worker(store)
     worker.process(_msgs(*(_frame(t, i) for i, t in enumerate(range(10, 300, 20)))))
     worker.flush()
     assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 5
-    result = merge_segments(store, older_than_ns=T0 + 120 * S)
-    assert (result.spans, result.segments_in) == (1, 2)
+    result = merge_segments(store, older_than_ns=T0 + 230 * S, config=MergeConfig(span_s=120))
+    assert (result.spans, result.segments_in) == (1, 2), "the span cut by the cutoff waits"
     starts = [(s.t_start_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=2**62)]
     assert starts == [10, 130, 190, 250]
+    lagging = merge_segments(store, age_ns=50 * S, config=MergeConfig(span_s=120))
+    assert lagging.spans == 1, "a stream's own newest data sets its cutoff"
+    starts = [(s.t_start_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=2**62)]
+    assert starts == [10, 130, 250]
 
 
-def test_a_late_frame_of_a_merged_span_goes_into_its_segment(store: Store) -> None:
+def test_a_late_frame_of_a_merged_span_is_stored_beside_it(store: Store) -> None:
     worker = _worker(store)
     worker.process(_msgs(_frame(10, 1), _frame(30, 2), _frame(70, 3), _frame(130, 4),
                          _frame(190, 5)))
-    merge_segments(store, older_than_ns=T0 + 180 * S)
-    assert len(store.segments(t0_ns=0, t1_ns=T0 + 179 * S)) == 1
+    span = MergeConfig(span_s=120)
+    merge_segments(store, older_than_ns=T0 + 180 * S, config=span)
+    (merged,) = store.segments(t0_ns=0, t1_ns=T0 + 119 * S)
     fixed = worker.process(_msgs(_frame(80, 6), offset=5))
     assert (fixed.late, fixed.rejected) == (1, {})
-    segments = store.segments(t0_ns=0, t1_ns=T0 + 179 * S)
-    assert len(segments) == 1, "written into the merged segment, not beside it"
-    block = decode_block(segments[0].payload)
-    assert ((block.ts_ns - T0) // S).tolist() == [10, 30, 70, 80, 130]
-    assert block.raw[0].tolist() == [10_000, 30_000, 70_000, 80_000, 130_000]
+    segments = store.segments(t0_ns=0, t1_ns=T0 + 119 * S)
+    assert segments[0] == merged, "the merged segment is not written again"
+    beside = decode_block(segments[1].payload)
+    assert ((beside.ts_ns - T0) // S).tolist() == [80], "only what the merged one lacks"
+    assert beside.raw[0].tolist() == [80_000]
     again = worker.process(_msgs(_frame(80, 6), _frame(30, 2), offset=6))
     assert again.rejected == {"duplicate": 2}
+    assert merge_segments(store, older_than_ns=T0 + 180 * S, config=span).spans == 1
+    (folded,) = store.segments(t0_ns=0, t1_ns=T0 + 119 * S)
+    block = decode_block(folded.payload)
+    assert ((block.ts_ns - T0) // S).tolist() == [10, 30, 70, 80]
+    assert block.raw[0].tolist() == [10_000, 30_000, 70_000, 80_000]
 
 
 def test_a_window_close_leaves_a_merged_segment_that_reaches_past_it(store: Store) -> None:
     worker = _worker(store)
     worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
-    merge_segments(store, older_than_ns=T0 + 120 * S)
+    worker.flush()
+    merge_segments(store, older_than_ns=T0 + 120 * S, config=MergeConfig(span_s=120))
+    assert len(store.segments(t0_ns=0, t1_ns=T0 + 119 * S)) == 1
     before = _all_points(store)
     # a writer that read nothing of window 0 before the merge writes it back alone
     store.close_window([segment_of("leaf-9", "gnmi", [_frame(20, 9)])], device="leaf-9",

@@ -52,16 +52,22 @@ def test_a_merge_of_segments_changed_since_they_were_read_does_nothing(store: St
 
 
 def test_heads_and_what_a_window_write_reads(store: Store) -> None:
-    store.put_segments([segment("leaf-0", i) for i in range(3)] + [segment("leaf-0", 0, "snmp")])
-    heads = store.segment_heads(device="leaf-0", source="gnmi", t1_ns=T0 + 119 * S + 1)
-    assert [(h.t_start_ns - T0) // S for h in heads] == [0, 60]
-    assert heads[1].n_points == 1001
-    found, before = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 150 * S,
-                                          t1_ns=T0 + 210 * S)
-    assert (found, before) == ([], (T0 + 120 * S, T0 + 179 * S))
-    found, before = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0,
-                                          t1_ns=T0 + 60 * S)
-    assert ([s.first_seq for s in found], before) == ([0], None)
+    store.put_segments([segment("leaf-0", i) for i in range(4)] + [segment("leaf-0", 0, "snmp")])
+    heads = store.segment_heads(device="leaf-0", source="gnmi", t0_ns=T0 + 60 * S,
+                                t1_ns=T0 + 179 * S + 1)
+    assert [(h.t_start_ns - T0) // S for h in heads] == [60, 120]
+    assert heads[0].n_points == 1001
+    old = [segment("leaf-0", i) for i in range(3)]
+    store.merge_segments([SegmentMerge(tuple(old), _merged(old))])
+    found = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 120 * S,
+                                  t1_ns=T0 + 180 * S, reach_ns=600 * S)
+    assert [s.payload for s in found] == [b"merged"], "the merged segment covers it"
+    found = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 180 * S,
+                                  t1_ns=T0 + 240 * S, reach_ns=600 * S)
+    assert [(s.t_start_ns - T0) // S for s in found] == [180]
+    assert store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 120 * S,
+                                 t1_ns=T0 + 180 * S, reach_ns=60 * S) == [], \
+        "no further back than a segment can start"
 
 
 def test_a_window_close_keeps_a_merged_segment_reaching_past_the_window(store: Store) -> None:
@@ -81,7 +87,7 @@ def test_a_window_written_with_the_key_of_a_merged_segment_is_tried_again(
     store.put_segments(old)
     store.merge_segments([SegmentMerge(tuple(old), _merged(old))])
     again = replace(segment("leaf-0", 0), payload=b"read before the merge")
-    with pytest.raises(StoreError, match="written again") as raised:
+    with pytest.raises(StoreError, match="read the window again") as raised:
         store.close_window([again], device="leaf-0", source="gnmi",
                            before_ts_ns=T0 + 60 * S, window=(T0, T0 + 60 * S))
     assert raised.value.transient, "the writer reads the window again and retries"
