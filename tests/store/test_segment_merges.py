@@ -92,3 +92,16 @@ def test_a_window_written_with_the_key_of_a_merged_segment_is_tried_again(
                            before_ts_ns=T0 + 60 * S, window=(T0, T0 + 60 * S))
     assert raised.value.transient, "the writer reads the window again and retries"
     assert [s.payload for s in store.segments(t0_ns=0, t1_ns=2**62)] == [b"merged"]
+
+
+def test_one_changed_span_does_not_hold_back_the_others_of_its_batch(store: Store) -> None:
+    a = [segment("leaf-0", i) for i in range(3)]
+    b = [segment("leaf-1", i) for i in range(3)]
+    store.put_segments(a + b)
+    store.replace_segments([replace(a[1], n_points=a[1].n_points + 1, payload=b"late")])
+    done = store.merge_segments([SegmentMerge(tuple(a), _merged(a)),
+                                 SegmentMerge(tuple(b), _merged(b))])
+    assert done == [False, True]
+    assert _starts(store, "leaf-0") == [0, 60, 120], "the changed span is as it was"
+    assert [s.payload for s in store.segments(t0_ns=0, t1_ns=2**62, devices=["leaf-1"])] == [
+        b"merged"]
