@@ -22,7 +22,8 @@ def merge(db: Db = DEFAULT_DB,
               "newest data (late frames for them are still stored): 90m, 2h, 1d")]
           = "1h",
           span: Annotated[str, typer.Option(
-              help="One segment per stream and aligned span of this length: 10m, 1h")] = "10m",
+              help="One segment per stream and aligned span of this length, dividing an "
+              "hour: 10m, 30m, 1h")] = "10m",
           lookback: Annotated[str, typer.Option(
               help="Look at spans at most this far before the cutoff (a first run on a "
               "long history: more, e.g. 30d)")] = "1d",
@@ -44,8 +45,8 @@ def merge(db: Db = DEFAULT_DB,
             lookback_s = parse_duration(lookback, "--lookback")
         except ValueError as exc:
             raise fail(str(exc)) from None
-        if not 60 <= span_s <= MAX_SPAN_S:
-            raise fail(f"--span {span!r}: expected 1m to 1h")
+        if not 60 <= span_s <= MAX_SPAN_S or (MAX_SPAN_S / span_s) % 1:
+            raise fail(f"--span {span!r}: expected 1m to 1h, dividing an hour (10m, 15m, 30m)")
         if lookback_s <= 0:
             raise fail(f"--lookback {lookback!r}: expected more than 0")
         config = MergeConfig(span_s=span_s, lookback_s=lookback_s)

@@ -69,9 +69,11 @@ class Held:
         return ts_ns in self.within or ts_ns in self.covered
 
     def to_write(self, frames: dict[int, Frame]) -> list[Frame]:
-        """``frames`` (by ts_ns) without the times a segment outside the window holds,
-        oldest first: what the window's own segment is written with."""
-        return [frames[t] for t in sorted(frames) if t not in self.covered]
+        """``frames`` (by ts_ns), oldest first, without the new ones whose times a segment
+        outside the window holds: what the window's own segment is written with. What
+        the window's segments held is kept, covered or not, so a window written again
+        always has more points than before (a merge relies on that to see the change)."""
+        return [frames[t] for t in sorted(frames) if t in self.within or t not in self.covered]
 
 
 def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int,

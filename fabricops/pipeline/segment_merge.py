@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fabricops.pipeline.keyframe import ENCODING, SeriesBlock, decode_block, encode_block
 from fabricops.pipeline.keyframe_block import MAX_POINTS, MAX_SAMPLES, gauge_bounds
@@ -46,8 +46,10 @@ from fabricops.store.store import Store, StoreError
 
 S: Final = 1_000_000_000
 MAX_SPAN_S: Final = 3600.0
-"""The longest span a merge makes: a merged segment starts at most this, plus one
-window, before any time it holds (a window write looks that far back)."""
+"""The longest span a merge makes. Spans divide it and are aligned to it, so whatever
+spans runs use, a merged segment starts within one hour and ends within it or one
+window past it: at most this plus one window before any time it holds (a window write
+looks that far back)."""
 
 
 class MergeConfig(BaseModel):
@@ -56,11 +58,20 @@ class MergeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     span_s: float = Field(default=600.0, ge=1.0, le=MAX_SPAN_S,
-                          description="one segment per stream and aligned span of this length")
+                          description="one segment per stream and aligned span of this "
+                                      "length, which divides an hour (so a merged segment "
+                                      "stays within an hour, and a window past it)")
     lookback_s: float = Field(default=86_400.0, gt=0,
                               description="merge spans that start at most this long before "
                                           "the cutoff (a run does not reread all history)")
     batch: int = Field(default=64, ge=1, description="spans prepared before they are written")
+
+    @field_validator("span_s")
+    @classmethod
+    def _divides_an_hour(cls, v: float) -> float:
+        if (MAX_SPAN_S / v) % 1:
+            raise ValueError(f"{v:g} s does not divide an hour (1m, 5m, 10m, 15m, 30m, 1h...)")
+        return v
 
 
 @dataclass
@@ -177,7 +188,8 @@ def merge_segments(store: Store, *, older_than_ns: int = 2**63 - 1, age_ns: int 
         heads = store.segment_heads(device=device, source=source,
                                     t0_ns=cutoff - round(config.lookback_s * S), t1_ns=cutoff)
         for group in spans(heads, span_ns):
-            if group[0].t_start_ns // span_ns >= cutoff // span_ns:
+            if group[0].t_start_ns // span_ns >= cutoff // span_ns \
+                    or group[-1].t_end_ns >= cutoff:
                 continue  # the span goes on past the cutoff: next time, whole
             if not _mergeable(group, result):
                 continue
@@ -211,8 +223,9 @@ def _commit(store: Store, pending: list[tuple[SegmentMerge, int]],
     except StoreError as exc:
         if not exc.transient:
             raise
-        done = [False] * len(pending)  # busy (a lock wait ran out, a deadlock): next run
-        result.skip("database busy", len(pending))
+        result.skip("database busy", len(pending))  # a lock wait ran out, a deadlock
+        pending.clear()
+        return
     for (merge, samples), ok in zip(pending, done, strict=True):
         if not ok:
             result.skip("changed while merging")

@@ -79,9 +79,10 @@ def _merge_one(m: SegmentMerge, conn: Connection) -> int:
     gone = conn.execute(delete(SegmentRow).where(
         SegmentRow.device == first.device, SegmentRow.source == first.source,
         SegmentRow.t_start_ns >= first.t_start_ns, SegmentRow.t_start_ns <= last.t_start_ns)
-        .returning(SegmentRow.t_start_ns, SegmentRow.first_seq, SegmentRow.n_points)).all()
+        .returning(SegmentRow.t_start_ns, SegmentRow.first_seq, SegmentRow.n_points,
+                   SegmentRow.t_end_ns, SegmentRow.last_seq)).all()
     if sorted(tuple(int(v) for v in r) for r in gone) != sorted(
-            (s.t_start_ns, s.first_seq, s.n_points) for s in m.old):
+            (s.t_start_ns, s.first_seq, s.n_points, s.t_end_ns, s.last_seq) for s in m.old):
         raise _Changed
     if insert_rows(conn, SEGMENTS, [queries.segment_row(m.new)], key=SEGMENT_KEY) != 1:
         raise _Changed
@@ -145,14 +146,14 @@ class Store(OperationsStore):
 
     def segment_heads(self, *, device: str, source: str, t0_ns: int,
                       t1_ns: int) -> list[SegmentHead]:
-        """The segments of (device, source) that start at ``t0_ns`` or later and ended
-        before ``t1_ns``, without their payloads, by t_start_ns and first_seq."""
+        """The segments of (device, source) that start in [t0_ns, t1_ns), without their
+        payloads, by t_start_ns and first_seq."""
         stmt = select(SegmentRow.device, SegmentRow.source, SegmentRow.t_start_ns,
                       SegmentRow.t_end_ns, SegmentRow.first_seq, SegmentRow.n_points,
                       SegmentRow.n_series).where(
             SegmentRow.device == device, SegmentRow.source == source,
-            SegmentRow.t_start_ns >= t0_ns, SegmentRow.t_start_ns < t1_ns,
-            SegmentRow.t_end_ns < t1_ns).order_by(SegmentRow.t_start_ns, SegmentRow.first_seq)
+            SegmentRow.t_start_ns >= t0_ns, SegmentRow.t_start_ns < t1_ns) \
+            .order_by(SegmentRow.t_start_ns, SegmentRow.first_seq)
         rows = self._read("segment_heads", lambda conn: conn.execute(stmt).all())
         return [SegmentHead(*(r[0], r[1]), *(int(v) for v in r[2:])) for r in rows]
 
@@ -161,7 +162,8 @@ class Store(OperationsStore):
         segment to its last and insert its new segment, if those were exactly its old
         ones, with the points they had, and its new segment's key is free; else leave
         them (a writer changed them after the merge read them). Deleting first makes the
-        check see what it replaces: on SQLite the delete takes the write lock, on
+        check see what it replaces (a window written again always has more points, see
+        ``late.Held``): on SQLite the delete takes the write lock, on
         PostgreSQL it waits for a writer holding those rows (a segment another writer
         inserts meanwhile is left beside the merged one). All merges go in one
         transaction (a transaction per span writes three times as much); if one finds

@@ -47,6 +47,7 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'none.db'}"
     for args, wording in ((("--span", "10x"), "--span '10x': expected a duration"),
                           (("--span", "5s"), "--span '5s': expected 1m to 1h"),
+                          (("--span", "45m"), "--span '45m': expected 1m to 1h, dividing"),
                           (("--older-than", "soon"), "--older-than 'soon'")):
         code, _, err = run("store", "merge", *args, "--db", url)
         assert code == 2

@@ -13,18 +13,21 @@ from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
+from fabricops.pipeline import keyframe_block
 from fabricops.pipeline.intake import segment_of
 from fabricops.pipeline.keyframe import SeriesBlock, decode_block, encode_block
 from fabricops.pipeline.keyframe_block import gauge_bounds
+from fabricops.pipeline.late import Held, correct_windows
 from fabricops.pipeline.segment_merge import (
+    MAX_SPAN_S,
     MergeConfig,
     merge_blocks,
     merge_segments,
     merged_segment,
 )
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
-from fabricops.store.records import SegmentMerge
-from fabricops.store.store import Store
+from fabricops.store.records import SegmentMerge, SegmentRecord
+from fabricops.store.store import Store, StoreError
 
 from .conftest import Feed, small_sim
 
@@ -221,3 +224,138 @@ def test_windows_that_do_not_divide_the_span_are_merged_too(store: Store) -> Non
     assert _all_points(store) == before
     ends = [(s.t_end_ns - T0) // S for s in store.segments(t0_ns=0, t1_ns=2**62)]
     assert ends[0] >= 600, "the first span's last window ends past the span"
+
+
+W = 60 * S
+REACH = round(MAX_SPAN_S * S) + W
+SPAN = MergeConfig(span_s=120)
+
+
+def _late(store: Store, *frames: Frame) -> None:
+    correct_windows(store, list(frames), W, REACH, segment_of)
+
+
+def _window(store: Store, *times: int) -> None:
+    frames = [_frame(t, t) for t in times]
+    t0 = frames[0].ts_ns // W * W
+    store.close_window([segment_of("leaf-9", "gnmi", frames)], device="leaf-9", source="gnmi",
+                       before_ts_ns=t0 + W, window=(t0, t0 + W))
+
+
+def _times(store: Store) -> list[int]:
+    return sorted({t for (_, _, m), (ts, _) in _all_points(store).items() for t in ts
+                   if m == CATALOGUE.id_of("in_octets")})
+
+
+def test_a_window_written_again_beside_a_merge_is_seen_as_changed(store: Store) -> None:
+    for times in ((10, 30), (100,), (130,), (190,)):
+        _window(store, *times)
+    read = store.window_segments
+
+    def merge_after_the_read(**kw: int) -> list[SegmentRecord]:
+        found = read(**kw)
+        store.window_segments = read  # type: ignore[method-assign]
+        assert merge_segments(store, older_than_ns=T0 + 300 * S, config=SPAN).spans == 1
+        return found
+
+    store.window_segments = merge_after_the_read  # type: ignore[method-assign]
+    _late(store, _frame(70, 70))  # written beside the merged segment, 100 in both
+    merge = store.merge_segments
+
+    def late_frame_before_the_merge_commits(merges: list[SegmentMerge]) -> list[bool]:
+        _late(store, _frame(80, 80))
+        return merge(merges)
+
+    store.merge_segments = late_frame_before_the_merge_commits  # type: ignore[method-assign]
+    result = merge_segments(store, older_than_ns=T0 + 300 * S, config=SPAN)
+    assert result.skipped == {"changed while merging": 1}
+    assert [(t - T0) // S for t in _times(store)] == [10, 30, 70, 80, 100, 130, 190]
+
+
+def test_a_window_write_that_loses_the_race_is_handled_again_and_kept(store: Store) -> None:
+    worker = _worker(store)
+    worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3), _frame(190, 4)))
+    worker.flush()
+    read = store.window_segments
+
+    def merge_after_the_read(**kw: int) -> list[SegmentRecord]:
+        found = read(**kw)
+        store.window_segments = read  # type: ignore[method-assign]
+        assert merge_segments(store, older_than_ns=T0 + 180 * S, config=SPAN).spans == 1
+        return found
+
+    store.window_segments = merge_after_the_read  # type: ignore[method-assign]
+    with pytest.raises(StoreError, match="read the window again") as raised:
+        worker.process(_msgs(_frame(20, 5), offset=4))  # its segment takes the merged key
+    assert raised.value.transient
+    worker.recover()
+    fixed = worker.process(_msgs(_frame(20, 5), offset=4))
+    assert fixed.late == 1
+    assert [(t - T0) // S for t in _times(store)] == [10, 20, 70, 130, 190]
+
+
+def test_each_stream_waits_for_its_own_cutoff_and_whole_spans(store: Store) -> None:
+    windows = {"leaf-1": ((10, 20), (70,), (130,), (190,), (485, 490), (545,), (605,)),
+               "leaf-2": ((10,), (70,), (130,), (190,))}
+    for device, times in windows.items():
+        for part in times:
+            frames = [Frame.build(device, T0 + t * S, "gnmi", t, [f"{device}:eth1"],
+                                  ["in_octets"], [t]) for t in part]
+            t0 = frames[0].ts_ns // W * W
+            store.close_window([segment_of(device, "gnmi", frames)], device=device,
+                               source="gnmi", before_ts_ns=t0 + W, window=(t0, t0 + W))
+    merge_segments(store, age_ns=35 * S, config=SPAN)
+    starts = {d: [(s.t_start_ns - T0) // S for s in store.segments(
+        t0_ns=0, t1_ns=2**62, devices=[d])] for d in windows}
+    assert starts["leaf-1"] == [10, 130, 485, 545, 605], \
+        "its cutoff is 570: the span from 480 goes on past it and waits"
+    assert starts["leaf-2"] == [10, 130, 190], "its own cutoff is 155, not leaf-1's"
+
+
+def test_spans_before_the_lookback_are_left(store: Store) -> None:
+    for times in ((10,), (70,), (7210,), (7270,), (7330,)):
+        _window(store, *times)
+    config = MergeConfig(span_s=120, lookback_s=600)
+    assert merge_segments(store, older_than_ns=T0 + 7400 * S, config=config).spans == 1
+    assert len(store.segments(t0_ns=0, t1_ns=T0 + 119 * S)) == 2
+
+
+def test_a_span_too_big_for_one_segment_is_left_and_counted(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    _window(store, 10, 20, 30)
+    _window(store, 250)  # the stream's newest data, past the span
+    store.close_window([segment_of("leaf-9", "gnmi", [Frame.build(
+        "leaf-9", T0 + t * S, "gnmi", t, ["leaf-9:eth2"], ["in_octets"], [t])
+        for t in (70, 80, 90)])], device="leaf-9", source="gnmi", before_ts_ns=T0 + 120 * S,
+        window=(T0 + 60 * S, T0 + 120 * S))
+    monkeypatch.setattr(keyframe_block, "MAX_SAMPLES", 3 * 6 - 1)  # 3 series x 6 points
+    result = merge_segments(store, older_than_ns=T0 + 200 * S, config=SPAN)
+    assert (result.spans, result.skipped) == (0, {"too many samples for one segment": 1})
+    assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 3
+
+
+def test_a_busy_database_skips_the_batch_and_the_run_goes_on(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    for times in ((10,), (70,), (130,), (190,), (250,)):
+        _window(store, *times)
+    calls = []
+
+    def busy_once(merges: list[SegmentMerge]) -> list[bool]:
+        calls.append(len(merges))
+        if len(calls) == 1:
+            raise StoreError("merge_segments: database is locked", transient=True)
+        return Store.merge_segments(store, merges)
+
+    monkeypatch.setattr(store, "merge_segments", busy_once)
+    result = merge_segments(store, older_than_ns=T0 + 300 * S,
+                            config=MergeConfig(span_s=120, batch=1))
+    assert (result.spans, result.skipped) == (1, {"database busy": 1})
+    assert calls == [1, 1]
+
+
+def test_a_window_written_again_keeps_what_it_held_and_drops_only_new_covered_times() -> None:
+    f = {t: _frame(t, t) for t in (70, 80, 90, 100)}
+    held = Held(within={70: f[70], 100: f[100]}, covered={90, 100})
+    rows = held.to_write({70: f[70], 100: f[100], 80: f[80], 90: f[90]})
+    assert [(r.ts_ns - T0) // S for r in rows] == [70, 80, 100], \
+        "100 was the window's own: kept, so the segment only grows; 90 is held elsewhere"

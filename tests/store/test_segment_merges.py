@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from fabricops.store import SegmentRecord, Store, StoreError
-from fabricops.store.records import SegmentMerge
+from fabricops.store.records import SegmentMerge, WindowClose
 
 from .samples import T0, S, segment
 
@@ -105,3 +105,12 @@ def test_one_changed_span_does_not_hold_back_the_others_of_its_batch(store: Stor
     assert _starts(store, "leaf-0") == [0, 60, 120], "the changed span is as it was"
     assert [s.payload for s in store.segments(t0_ns=0, t1_ns=2**62, devices=["leaf-1"])] == [
         b"merged"]
+
+
+def test_two_segments_with_one_key_in_one_write_are_a_callers_error(store: Store) -> None:
+    close = WindowClose("leaf-0", "gnmi", (T0, T0 + 60 * S), [segment("leaf-0", 0)],
+                        T0 + 60 * S, None)
+    with pytest.raises(StoreError, match="same key") as raised:
+        store.close_windows([close, close])
+    assert not raised.value.transient, "retrying the same write cannot help"
+    assert store.segments(t0_ns=0, t1_ns=2**62) == []
