@@ -45,7 +45,7 @@ def merge(db: Db = DEFAULT_DB,
             lookback_s = parse_duration(lookback, "--lookback")
         except ValueError as exc:
             raise fail(str(exc)) from None
-        if not 60 <= span_s <= MAX_SPAN_S or (MAX_SPAN_S / span_s) % 1:
+        if not 60 <= span_s <= MAX_SPAN_S or round(MAX_SPAN_S * 1e9) % round(span_s * 1e9):
             raise fail(f"--span {span!r}: expected 1m to 1h, dividing an hour (10m, 15m, 30m)")
         if lookback_s <= 0:
             raise fail(f"--lookback {lookback!r}: expected more than 0")

@@ -69,11 +69,16 @@ class Held:
         return ts_ns in self.within or ts_ns in self.covered
 
     def to_write(self, frames: dict[int, Frame]) -> list[Frame]:
-        """``frames`` (by ts_ns), oldest first, without the new ones whose times a segment
-        outside the window holds: what the window's own segment is written with. What
-        the window's segments held is kept, covered or not, so a window written again
-        always has more points than before (a merge relies on that to see the change)."""
-        return [frames[t] for t in sorted(frames) if t in self.within or t not in self.covered]
+        """``frames`` (by ts_ns), oldest first, as the window's own segment is written:
+        without the new ones whose times a segment outside the window holds, and
+        without covered times before its first uncovered one. So a window written
+        again has more points than before or another start (a merge relies on that
+        to see the change), and its key (start, first sequence number) is never that
+        of a segment outside the window, which starts at a covered time or before the
+        window."""
+        rows = [frames[t] for t in sorted(frames) if t in self.within or t not in self.covered]
+        lead = next((i for i, f in enumerate(rows) if f.ts_ns not in self.covered), len(rows))
+        return rows[lead:]
 
 
 def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int,

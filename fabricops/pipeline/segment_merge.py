@@ -69,7 +69,7 @@ class MergeConfig(BaseModel):
     @field_validator("span_s")
     @classmethod
     def _divides_an_hour(cls, v: float) -> float:
-        if (MAX_SPAN_S / v) % 1:
+        if round(MAX_SPAN_S * S) % round(v * S):  # in whole ns, as spans are cut
             raise ValueError(f"{v:g} s does not divide an hour (1m, 5m, 10m, 15m, 30m, 1h...)")
         return v
 
@@ -189,7 +189,7 @@ def merge_segments(store: Store, *, older_than_ns: int = 2**63 - 1, age_ns: int 
                                     t0_ns=cutoff - round(config.lookback_s * S), t1_ns=cutoff)
         for group in spans(heads, span_ns):
             if group[0].t_start_ns // span_ns >= cutoff // span_ns \
-                    or group[-1].t_end_ns >= cutoff:
+                    or max(h.t_end_ns for h in group) >= cutoff:
                 continue  # the span goes on past the cutoff: next time, whole
             if not _mergeable(group, result):
                 continue

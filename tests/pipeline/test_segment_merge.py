@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
-from fabricops.pipeline import keyframe_block
+from fabricops.pipeline import keyframe_block, segment_merge
 from fabricops.pipeline.intake import segment_of
 from fabricops.pipeline.keyframe import SeriesBlock, decode_block, encode_block
 from fabricops.pipeline.keyframe_block import gauge_bounds
@@ -329,6 +330,7 @@ def test_a_span_too_big_for_one_segment_is_left_and_counted(
         for t in (70, 80, 90)])], device="leaf-9", source="gnmi", before_ts_ns=T0 + 120 * S,
         window=(T0 + 60 * S, T0 + 120 * S))
     monkeypatch.setattr(keyframe_block, "MAX_SAMPLES", 3 * 6 - 1)  # 3 series x 6 points
+    monkeypatch.setattr(segment_merge, "MAX_SAMPLES", 3 * 6 - 1)
     result = merge_segments(store, older_than_ns=T0 + 200 * S, config=SPAN)
     assert (result.spans, result.skipped) == (0, {"too many samples for one segment": 1})
     assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 3
@@ -354,8 +356,35 @@ def test_a_busy_database_skips_the_batch_and_the_run_goes_on(
 
 
 def test_a_window_written_again_keeps_what_it_held_and_drops_only_new_covered_times() -> None:
-    f = {t: _frame(t, t) for t in (70, 80, 90, 100)}
-    held = Held(within={70: f[70], 100: f[100]}, covered={90, 100})
-    rows = held.to_write({70: f[70], 100: f[100], 80: f[80], 90: f[90]})
+    f = {t: _frame(t, t) for t in (60, 70, 80, 90, 100)}
+
+    def at(*times: int) -> dict[int, Frame]:
+        return {f[t].ts_ns: f[t] for t in times}
+
+    held = Held(within=at(70, 100), covered=set(at(90, 100)))
+    rows = held.to_write(at(70, 100, 80, 90))
     assert [(r.ts_ns - T0) // S for r in rows] == [70, 80, 100], \
         "100 was the window's own: kept, so the segment only grows; 90 is held elsewhere"
+    held = Held(within=at(60, 100), covered=set(at(60)))
+    rows = held.to_write(at(60, 100, 80))
+    assert [(r.ts_ns - T0) // S for r in rows] == [80, 100], \
+        "a covered first time goes: the segment starts elsewhere, never at a merged key"
+
+
+def test_spans_must_divide_an_hour_in_whole_nanoseconds() -> None:
+    for span in (60, 100, 600, 900, 3600):
+        assert MergeConfig(span_s=span).span_s == span
+    for span in (45 * 60, 3600 / 13, 7 * 60):
+        with pytest.raises(ValidationError, match="does not divide an hour"):
+            MergeConfig(span_s=span)
+
+
+def test_a_span_whose_last_window_ends_past_the_cutoff_waits(store: Store) -> None:
+    for t0, times in ((0, (10, 50)), (540, (550, 620)), (630, (640,))):
+        frames = [_frame(t, t) for t in times]
+        store.close_window([segment_of("leaf-9", "gnmi", frames)], device="leaf-9",
+                           source="gnmi", before_ts_ns=T0 + (t0 + 90) * S,
+                           window=(T0 + t0 * S, T0 + (t0 + 90) * S))
+    config = MergeConfig(span_s=600)
+    assert merge_segments(store, older_than_ns=T0 + 615 * S, config=config).spans == 0
+    assert merge_segments(store, older_than_ns=T0 + 625 * S, config=config).spans == 1
