@@ -36,7 +36,12 @@ def merge(db: Db = DEFAULT_DB,
     lost; running it again merges what is left. Run it from a timer, e.g.
     hourly.
     """
-    from fabricops.pipeline.segment_merge import MAX_SPAN_S, MergeConfig, merge_segments
+    from fabricops.pipeline.segment_merge import (
+        MAX_SPAN_S,
+        MergeConfig,
+        divides_an_hour,
+        merge_segments,
+    )
 
     with user_errors():
         try:
@@ -45,7 +50,7 @@ def merge(db: Db = DEFAULT_DB,
             lookback_s = parse_duration(lookback, "--lookback")
         except ValueError as exc:
             raise fail(str(exc)) from None
-        if not 60 <= span_s <= MAX_SPAN_S or round(MAX_SPAN_S * 1e9) % round(span_s * 1e9):
+        if not 60 <= span_s <= MAX_SPAN_S or not divides_an_hour(span_s):
             raise fail(f"--span {span!r}: expected 1m to 1h, dividing an hour (10m, 15m, 30m)")
         if lookback_s <= 0:
             raise fail(f"--lookback {lookback!r}: expected more than 0")

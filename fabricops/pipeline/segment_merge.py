@@ -31,6 +31,7 @@ Contract:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
@@ -69,9 +70,15 @@ class MergeConfig(BaseModel):
     @field_validator("span_s")
     @classmethod
     def _divides_an_hour(cls, v: float) -> float:
-        if round(MAX_SPAN_S * S) % round(v * S):  # in whole ns, as spans are cut
+        if not divides_an_hour(v):
             raise ValueError(f"{v:g} s does not divide an hour (1m, 5m, 10m, 15m, 30m, 1h...)")
         return v
+
+
+def divides_an_hour(span_s: float) -> bool:
+    """True if spans of ``span_s`` cut an hour into whole spans, in whole ns as spans are
+    cut (3600/13 s does not)."""
+    return round(MAX_SPAN_S * S) % round(span_s * S) == 0
 
 
 @dataclass
@@ -123,12 +130,10 @@ def merge_blocks(blocks: Sequence[SeriesBlock]) -> SeriesBlock:
                        np.array([k[1] for k in keys], np.uint16), raw, present)
 
 
-def merged_segment(segments: Sequence[SegmentRecord],
-                   decode: Callable[[bytes], SeriesBlock] = decode_block
-                   ) -> tuple[SegmentRecord, int]:
+def merged_segment(segments: Sequence[SegmentRecord]) -> tuple[SegmentRecord, int]:
     """The segment that holds the points of ``segments`` (one stream, in time order),
     and how many samples it holds."""
-    block = merge_blocks([decode(s.payload) for s in segments])
+    block = merge_blocks([decode_block(s.payload) for s in segments])
     bounds = gauge_bounds(block.metric)
     first = segments[0]
     return SegmentRecord(
@@ -141,13 +146,10 @@ def merged_segment(segments: Sequence[SegmentRecord],
 
 
 def spans(heads: Iterable[SegmentHead], span_ns: int) -> list[list[SegmentHead]]:
-    """One stream's segments grouped by the aligned span of their start, in time order
-    (the last may end past the span: windows that do not divide it)."""
-    groups: dict[int, list[SegmentHead]] = {}
-    for head in heads:
-        groups.setdefault(head.t_start_ns // span_ns, []).append(head)
-    return [sorted(g, key=lambda h: (h.t_start_ns, h.first_seq))
-            for _, g in sorted(groups.items())]
+    """One stream's segments (in time order, as ``Store.segment_heads`` gives them)
+    grouped by the aligned span of their start (the last may end past the span:
+    windows that do not divide it)."""
+    return [list(g) for _, g in itertools.groupby(heads, lambda h: h.t_start_ns // span_ns)]
 
 
 def _mergeable(group: list[SegmentHead], result: MergeResult) -> bool:

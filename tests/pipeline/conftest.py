@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
@@ -24,6 +24,20 @@ def store(tmp_path: Path) -> Iterator[Store]:
     s.start()
     yield s
     s.stop()
+
+
+def messages(*frames: Frame, offset: int = 0) -> list[Message]:
+    """``frames`` as telemetry records of partition 0 from ``offset``, keyed by device."""
+    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+    return [Message(topic, 0, offset + i, f.device.encode(), f.encode(), 0)
+            for i, f in enumerate(frames)]
+
+
+def bare_worker(store: Store) -> PipelineWorker:
+    """A worker on ``store`` that takes any frame time, fed by hand (``messages``)."""
+    bus = MemoryBus()
+    bus.start()
+    return PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
 
 
 def small_sim(seed: int = 1) -> Simulator:

@@ -3,14 +3,13 @@ the last one": late frames are kept, re-deliveries are not stored twice."""
 
 from __future__ import annotations
 
-from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
 from fabricops.core.frame import Frame
-from fabricops.core.membus import MemoryBus
 from fabricops.pipeline.keyframe import decode_block
-from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
+from fabricops.pipeline.worker import PipelineWorker
 from fabricops.store.store import Store
 
-from .conftest import Feed, small_sim
+from .conftest import Feed, bare_worker, messages, small_sim
 
 S = 10**9
 T0 = 1_800_000_000 * S  # a window boundary (60 s windows)
@@ -23,18 +22,6 @@ def _frame(t_s: float, seq: int) -> Frame:
                        ["in_octets", "in_octets"], [v, 2 * v])
 
 
-def _msgs(*frames: Frame, offset: int = 0) -> list[Message]:
-    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
-    return [Message(topic, 0, offset + i, b"leaf-9", f.encode(), 0)
-            for i, f in enumerate(frames)]
-
-
-def _worker(store: Store) -> PipelineWorker:
-    bus = MemoryBus()
-    bus.start()
-    return PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
-
-
 def _points(store: Store) -> list[int]:
     """Every stored point's time (s after T0), window by window."""
     out: list[int] = []
@@ -44,32 +31,32 @@ def _points(store: Store) -> list[int]:
 
 
 def test_a_late_frame_of_an_open_window_is_kept(store: Store) -> None:
-    worker = _worker(store)
-    first = worker.process(_msgs(_frame(10, 1), _frame(30, 3)))
-    late = worker.process(_msgs(_frame(20, 2), offset=2))
+    worker = bare_worker(store)
+    first = worker.process(messages(_frame(10, 1), _frame(30, 3)))
+    late = worker.process(messages(_frame(20, 2), offset=2))
     assert (first.frames, late.late, late.rejected) == (2, 1, {})
-    worker.process(_msgs(_frame(70, 4), offset=3))  # closes the first window
+    worker.process(messages(_frame(70, 4), offset=3))  # closes the first window
     assert _points(store) == [10, 20, 30]
 
 
 def test_a_late_frame_of_a_written_window_corrects_it_once(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(_frame(10, 1), _frame(30, 3), _frame(70, 4)))
+    worker = bare_worker(store)
+    worker.process(messages(_frame(10, 1), _frame(30, 3), _frame(70, 4)))
     assert _points(store) == [10, 30]
-    fixed = worker.process(_msgs(_frame(20, 2), offset=3))
+    fixed = worker.process(messages(_frame(20, 2), offset=3))
     assert (fixed.late, fixed.segments, fixed.rejected) == (1, 1, {})
     assert _points(store) == [10, 20, 30]
     block = decode_block(store.segments(t0_ns=0, t1_ns=T0 + 59 * S)[0].payload)
     assert block.raw[:, 1].tolist() == [20_000, 40_000], "the late values, exactly"
-    again = worker.process(_msgs(_frame(20, 2), _frame(10, 1), offset=4))
+    again = worker.process(messages(_frame(20, 2), _frame(10, 1), offset=4))
     assert again.rejected == {"duplicate": 2}
     assert _points(store) == [10, 20, 30]
 
 
 def test_a_same_time_frame_is_a_duplicate_whatever_its_sequence(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(_frame(10, 1), _frame(20, 2)))
-    result = worker.process(_msgs(_frame(10, 1), _frame(20, 9), offset=2))
+    worker = bare_worker(store)
+    worker.process(messages(_frame(10, 1), _frame(20, 2)))
+    result = worker.process(messages(_frame(10, 1), _frame(20, 9), offset=2))
     assert result.rejected == {"duplicate": 2}
 
 

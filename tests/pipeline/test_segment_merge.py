@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
@@ -30,7 +29,7 @@ from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.store.records import SegmentMerge, SegmentRecord
 from fabricops.store.store import Store, StoreError
 
-from .conftest import Feed, small_sim
+from .conftest import Feed, bare_worker, messages, small_sim
 
 S = 10**9
 T0 = 1_800_000_000 * S  # a boundary of 60 s windows and of 600 s spans
@@ -42,18 +41,6 @@ def _frame(t_s: float, seq: int) -> Frame:
     v = int(t_s * 1000)
     return Frame.build("leaf-9", T0 + round(t_s * S), "gnmi", seq, PORTS,
                        ["in_octets", "temperature_c"], [v, 40.0 + t_s / 64])
-
-
-def _msgs(*frames: Frame, offset: int = 0) -> list[Message]:
-    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
-    return [Message(topic, 0, offset + i, b"leaf-9", f.encode(), 0)
-            for i, f in enumerate(frames)]
-
-
-def _worker(store: Store) -> PipelineWorker:
-    bus = MemoryBus()
-    bus.start()
-    return PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
 
 
 def _all_points(store: Store) -> Points:
@@ -135,8 +122,8 @@ def test_merging_a_pipeline_store_keeps_every_point_in_fewer_bytes(store: Store)
 
 
 def test_only_spans_that_ended_before_the_cutoff_are_merged(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(*(_frame(t, i) for i, t in enumerate(range(10, 300, 20)))))
+    worker = bare_worker(store)
+    worker.process(messages(*(_frame(t, i) for i, t in enumerate(range(10, 300, 20)))))
     worker.flush()
     assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 5
     result = merge_segments(store, older_than_ns=T0 + 230 * S, config=MergeConfig(span_s=120))
@@ -150,20 +137,20 @@ def test_only_spans_that_ended_before_the_cutoff_are_merged(store: Store) -> Non
 
 
 def test_a_late_frame_of_a_merged_span_is_stored_beside_it(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(_frame(10, 1), _frame(30, 2), _frame(70, 3), _frame(130, 4),
+    worker = bare_worker(store)
+    worker.process(messages(_frame(10, 1), _frame(30, 2), _frame(70, 3), _frame(130, 4),
                          _frame(190, 5)))
     span = MergeConfig(span_s=120)
     merge_segments(store, older_than_ns=T0 + 180 * S, config=span)
     (merged,) = store.segments(t0_ns=0, t1_ns=T0 + 119 * S)
-    fixed = worker.process(_msgs(_frame(80, 6), offset=5))
+    fixed = worker.process(messages(_frame(80, 6), offset=5))
     assert (fixed.late, fixed.rejected) == (1, {})
     segments = store.segments(t0_ns=0, t1_ns=T0 + 119 * S)
     assert segments[0] == merged, "the merged segment is not written again"
     beside = decode_block(segments[1].payload)
     assert ((beside.ts_ns - T0) // S).tolist() == [80], "only what the merged one lacks"
     assert beside.raw[0].tolist() == [80_000]
-    again = worker.process(_msgs(_frame(80, 6), _frame(30, 2), offset=6))
+    again = worker.process(messages(_frame(80, 6), _frame(30, 2), offset=6))
     assert again.rejected == {"duplicate": 2}
     assert merge_segments(store, older_than_ns=T0 + 180 * S, config=span).spans == 1
     (folded,) = store.segments(t0_ns=0, t1_ns=T0 + 119 * S)
@@ -173,8 +160,8 @@ def test_a_late_frame_of_a_merged_span_is_stored_beside_it(store: Store) -> None
 
 
 def test_a_window_close_leaves_a_merged_segment_that_reaches_past_it(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
+    worker = bare_worker(store)
+    worker.process(messages(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
     worker.flush()
     merge_segments(store, older_than_ns=T0 + 120 * S, config=MergeConfig(span_s=120))
     assert len(store.segments(t0_ns=0, t1_ns=T0 + 119 * S)) == 1
@@ -189,11 +176,11 @@ def test_a_window_close_leaves_a_merged_segment_that_reaches_past_it(store: Stor
 
 
 def test_a_merge_that_races_a_writer_skips_the_span(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
+    worker = bare_worker(store)
+    worker.process(messages(_frame(10, 1), _frame(70, 2), _frame(130, 3)))
     old = tuple(store.segments(t0_ns=0, t1_ns=T0 + 119 * S))
     merge = SegmentMerge(old, merged_segment(old)[0])
-    worker.process(_msgs(_frame(80, 4), offset=3))  # a late frame rewrites window 1
+    worker.process(messages(_frame(80, 4), offset=3))  # a late frame rewrites window 1
     before = _all_points(store)
     assert store.merge_segments([merge]) == [False]
     assert _all_points(store) == before, "the late frame is still there"
@@ -201,8 +188,8 @@ def test_a_merge_that_races_a_writer_skips_the_span(store: Store) -> None:
 
 
 def test_a_span_with_a_segment_that_does_not_decode_is_left_and_counted(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(*(_frame(t, i) for i, t in enumerate(range(10, 1300, 30)))))
+    worker = bare_worker(store)
+    worker.process(messages(*(_frame(t, i) for i, t in enumerate(range(10, 1300, 30)))))
     worker.flush()
     broken = store.segments(t0_ns=0, t1_ns=T0 + 59 * S)[0]
     store.replace_segments([replace(broken, payload=broken.payload[:-5])])
@@ -217,7 +204,7 @@ def test_windows_that_do_not_divide_the_span_are_merged_too(store: Store) -> Non
     bus = MemoryBus()
     bus.start()
     worker = PipelineWorker(PipelineConfig(max_future_s=1e9, keyframe_interval_s=90), bus, store)
-    worker.process(_msgs(*(_frame(t, i) for i, t in enumerate(range(10, 1300, 20)))))
+    worker.process(messages(*(_frame(t, i) for i, t in enumerate(range(10, 1300, 20)))))
     worker.flush()
     before = _all_points(store)
     result = merge_segments(store, older_than_ns=T0 + 1300 * S)
@@ -243,6 +230,20 @@ def _window(store: Store, *times: int) -> None:
                        before_ts_ns=t0 + W, window=(t0, t0 + W))
 
 
+def _merge_after_next_read(store: Store, older_than_ns: int) -> None:
+    """Make the next window read be followed at once by a merge of one span: a merge
+    that commits between a writer's read and its write."""
+    read = store.window_segments
+
+    def merge_after_the_read(**kw: int) -> list[SegmentRecord]:
+        found = read(**kw)
+        store.window_segments = read  # type: ignore[method-assign]
+        assert merge_segments(store, older_than_ns=older_than_ns, config=SPAN).spans == 1
+        return found
+
+    store.window_segments = merge_after_the_read  # type: ignore[method-assign]
+
+
 def _times(store: Store) -> list[int]:
     return sorted({t for (_, _, m), (ts, _) in _all_points(store).items() for t in ts
                    if m == CATALOGUE.id_of("in_octets")})
@@ -251,15 +252,7 @@ def _times(store: Store) -> list[int]:
 def test_a_window_written_again_beside_a_merge_is_seen_as_changed(store: Store) -> None:
     for times in ((10, 30), (100,), (130,), (190,)):
         _window(store, *times)
-    read = store.window_segments
-
-    def merge_after_the_read(**kw: int) -> list[SegmentRecord]:
-        found = read(**kw)
-        store.window_segments = read  # type: ignore[method-assign]
-        assert merge_segments(store, older_than_ns=T0 + 300 * S, config=SPAN).spans == 1
-        return found
-
-    store.window_segments = merge_after_the_read  # type: ignore[method-assign]
+    _merge_after_next_read(store, T0 + 300 * S)
     _late(store, _frame(70, 70))  # written beside the merged segment, 100 in both
     merge = store.merge_segments
 
@@ -274,23 +267,15 @@ def test_a_window_written_again_beside_a_merge_is_seen_as_changed(store: Store) 
 
 
 def test_a_window_write_that_loses_the_race_is_handled_again_and_kept(store: Store) -> None:
-    worker = _worker(store)
-    worker.process(_msgs(_frame(10, 1), _frame(70, 2), _frame(130, 3), _frame(190, 4)))
+    worker = bare_worker(store)
+    worker.process(messages(_frame(10, 1), _frame(70, 2), _frame(130, 3), _frame(190, 4)))
     worker.flush()
-    read = store.window_segments
-
-    def merge_after_the_read(**kw: int) -> list[SegmentRecord]:
-        found = read(**kw)
-        store.window_segments = read  # type: ignore[method-assign]
-        assert merge_segments(store, older_than_ns=T0 + 180 * S, config=SPAN).spans == 1
-        return found
-
-    store.window_segments = merge_after_the_read  # type: ignore[method-assign]
+    _merge_after_next_read(store, T0 + 180 * S)
     with pytest.raises(StoreError, match="read the window again") as raised:
-        worker.process(_msgs(_frame(20, 5), offset=4))  # its segment takes the merged key
+        worker.process(messages(_frame(20, 5), offset=4))  # its segment takes the merged key
     assert raised.value.transient
     worker.recover()
-    fixed = worker.process(_msgs(_frame(20, 5), offset=4))
+    fixed = worker.process(messages(_frame(20, 5), offset=4))
     assert fixed.late == 1
     assert [(t - T0) // S for t in _times(store)] == [10, 20, 70, 130, 190]
 
