@@ -174,18 +174,22 @@ def _fetch(store: Store, group: list[SegmentHead]) -> list[SegmentRecord] | None
 
 def merge_segments(store: Store, *, older_than_ns: int = 2**63 - 1, age_ns: int = 0,
                    config: MergeConfig | None = None,
-                   progress: Callable[[int, int], None] | None = None) -> MergeResult:
+                   progress: Callable[[int, int], None] | None = None,
+                   stop: Callable[[], bool] | None = None) -> MergeResult:
     """Merge, stream by stream, the spans that ended before ``older_than_ns`` and
     ``age_ns`` before the stream's own newest segment end (a stream that lags keeps its
     recent windows), looking back ``config.lookback_s`` (see the module docstring).
-    ``progress(streams done, streams)`` is called after each stream. Memory holds one
-    stream's segment heads and ``config.batch`` spans."""
+    ``progress(streams done, streams)`` is called after each stream; once ``stop()`` is
+    true, the spans prepared are written and the run ends (the rest waits for the next
+    one). Memory holds one stream's segment heads and ``config.batch`` spans."""
     config = config or MergeConfig()
     span_ns = round(config.span_s * S)
     result = MergeResult()
     streams = sorted(store.segment_watermarks().items())
     pending: list[tuple[SegmentMerge, int]] = []
     for done, ((device, source), newest) in enumerate(streams, 1):
+        if stop is not None and stop():
+            break
         cutoff = min(older_than_ns, newest - age_ns)
         heads = store.segment_heads(device=device, source=source,
                                     t0_ns=cutoff - round(config.lookback_s * S), t1_ns=cutoff)

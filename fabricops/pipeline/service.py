@@ -1,4 +1,5 @@
-"""The pipeline as one component: a worker, its store and the sampling controller."""
+"""The pipeline as one component: a worker, its store, the store's upkeep and the sampling
+controller."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from fabricops.core.records import Event
 from fabricops.core.topology import Topology
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.sampling import SamplingConfig, SamplingController
+from fabricops.pipeline.upkeep import StoreUpkeep, UpkeepConfig
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.store.store import Store, StoreConfig
 
@@ -24,6 +26,7 @@ class PipelineServiceConfig(BaseModel):
     worker: PipelineConfig = PipelineConfig()
     sampling: SamplingConfig = SamplingConfig()
     store: StoreConfig = StoreConfig()
+    upkeep: UpkeepConfig = UpkeepConfig()
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,8 @@ class PipelineStatus:
 
 
 class PipelineService:
-    """Store, worker and controller, started and stopped together (inert until ``start``)."""
+    """Store, worker, upkeep and controller, started and stopped together (inert until
+    ``start``)."""
 
     def __init__(self, config: PipelineServiceConfig, bus: Bus, topology: Topology | None = None,
                  registry: CollectorRegistry | None = None,
@@ -47,19 +51,24 @@ class PipelineService:
         self.worker = PipelineWorker(config.worker, bus, self.store, reg,
                                      int_paths=IntPathBook(topology), liveness=liveness)
         self.sampling = SamplingController(config.sampling, bus, topology, reg)
+        self.upkeep = StoreUpkeep(config.upkeep, self.store, reg, liveness)
         self.worker.on_batch.append(self._observe)
 
     def _observe(self, events: Sequence[Event], now_ns: int) -> None:
         self.sampling.observe(events, now_ns)
 
     def start(self) -> None:
-        """Open (and migrate) the store, announce the slow default, start consuming."""
+        """Open (and migrate) the store, announce the slow default, start consuming, then
+        the upkeep (its first pass one interval later)."""
         self.store.start()
         self.sampling.start()
         self.worker.start()
+        self.upkeep.start()
 
     def stop(self) -> None:
-        """Stop consuming (the worker writes the windows it holds, open ones too)."""
+        """Stop the upkeep and consuming (the worker writes the windows it holds, open
+        ones too)."""
+        self.upkeep.stop()
         self.worker.stop()
         self.sampling.stop()
         self.store.stop()

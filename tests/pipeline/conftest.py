@@ -40,6 +40,22 @@ def bare_worker(store: Store) -> PipelineWorker:
     return PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
 
 
+UPKEEP_T0 = 1_800_000_000 * 10**9
+"""A boundary of windows and of spans of up to an hour."""
+
+
+def hours_of_frames(store: Store, hours: int, t0_ns: int = UPKEEP_T0) -> None:
+    """Frames of two ports of ``leaf-9`` every 20 s from ``t0_ns`` (a whole hour) to
+    ``hours`` later (both ends included), written by a worker: one segment per minute."""
+    ports = ["leaf-9:eth1", "leaf-9:eth2"]
+    worker = bare_worker(store)
+    worker.process(messages(*(
+        Frame.build("leaf-9", t0_ns + t * 10**9, "gnmi", i, ports,
+                    ["in_octets", "temperature_c"], [t * 1000, 40.0 + t / 4096])
+        for i, t in enumerate(range(0, hours * 3600 + 1, 20)))))
+    worker.flush()
+
+
 def small_sim(seed: int = 1) -> Simulator:
     """A k=4 fat-tree (20 switches, 16 hosts) with one job streaming without pause."""
     sim = Simulator(fat_tree(k=4), SimConfig(seed=seed))

@@ -1,0 +1,190 @@
+"""Store upkeep: old segments merged, telemetry past the retention deleted, in the background.
+
+``StoreUpkeep`` runs one pass every ``interval_s`` on a thread of its own, the
+first one ``interval_s`` after ``start``. A pass:
+
+1. merges (``segment_merge.merge_segments``), when ``merge`` is on: each
+   stream's one-window segments of the spans that ended ``merge_after_s``
+   before the stream's own newest data become one segment per
+   ``spans.span_s``, looking back ``spans.lookback_s``. Late frames for a span
+   that recent are still written as usual; later ones are written beside the
+   merged segment, never lost (see :mod:`.segment_merge`);
+2. prunes (``Store.prune``), when ``prune`` is on: segments, events, INT
+   paths and diagnosis revisions that ended more than the store's ``retention_s``
+   before *now*, where now is the wall clock or, if older, the newest
+   telemetry stored. A store of replayed or stale data therefore keeps its
+   last ``retention_s``, and nothing is deleted because a clock jumped.
+
+``run_once`` is that pass, called directly by tests. A step that fails (the
+database busy or gone, a bug) is logged, counted in
+``fabricops_store_upkeep_errors_total{step}``, and the other step and the next
+pass still run; ``fabricops_store_upkeep_last_success_timestamp_seconds``
+tells how long the store has gone without a whole pass. The thread ends only
+on ``stop``; if it ends otherwise, ``Liveness`` names it dead (``/ready``)
+and the command exits non-zero.
+
+Several processes may keep one store: a merge skips a span another writer
+changed, and pruning is idempotent; one of them doing it is enough.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Final, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricops.core.liveness import Liveness
+from fabricops.pipeline.segment_merge import MergeConfig, MergeResult, merge_segments
+from fabricops.store.store import Store
+
+log = logging.getLogger(__name__)
+WORKER: Final = "store-upkeep"
+"""The name the thread has in ``Liveness`` (``/ready``)."""
+S: Final = 1_000_000_000
+STEPS: Final = ("merge", "prune")
+T = TypeVar("T")
+
+
+class UpkeepConfig(BaseModel):
+    """How the pipeline keeps its store: merging old segments, deleting expired ones."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(True, description="run passes on a thread of the pipeline")
+    interval_s: float = Field(600.0, gt=0, description="seconds between two passes")
+    merge: bool = Field(True, description="merge old one-window segments")
+    merge_after_s: float = Field(3600.0, ge=0,
+                                 description="merge a span once it ended this long before "
+                                             "its stream's newest data")
+    spans: MergeConfig = Field(default_factory=MergeConfig,
+                               description="span length, lookback and batch of the merge")
+    prune: bool = Field(True, description="delete telemetry past the store's retention_s")
+
+
+class UpkeepMetrics:
+    """Passes, failed steps, what the merge did and when a pass last went through."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.passes = Counter("fabricops_store_upkeep_passes", "Store upkeep passes run",
+                              registry=registry)
+        self.errors = Counter("fabricops_store_upkeep_errors",
+                              "Upkeep steps that failed (the next pass tries again)",
+                              ["step"], registry=registry)
+        self.merged = Counter("fabricops_store_upkeep_merged_segments",
+                              "One-window segments merged into span segments",
+                              registry=registry)
+        self.spans = Counter("fabricops_store_upkeep_merged_spans",
+                             "Span segments the merges wrote", registry=registry)
+        self.skipped = Counter("fabricops_store_upkeep_skipped_spans",
+                               "Spans a merge left as they were, by reason", ["reason"],
+                               registry=registry)
+        self.pruned = Counter("fabricops_store_upkeep_pruned_rows",
+                              "Rows deleted past the retention", registry=registry)
+        self.last_success = Gauge("fabricops_store_upkeep_last_success_timestamp_seconds",
+                                  "Wall-clock time of the last pass whose steps all went "
+                                  "through (0: none yet)", registry=registry)
+        for step in STEPS:
+            self.errors.labels(step)
+
+
+class StoreUpkeep:
+    """See the module docstring. Inert until ``start``."""
+
+    def __init__(self, config: UpkeepConfig, store: Store,
+                 registry: CollectorRegistry | None = None, liveness: Liveness | None = None,
+                 clock_ns: Callable[[], int] = time.time_ns) -> None:
+        self.config = config
+        self.store = store
+        self.liveness = liveness
+        self.clock_ns = clock_ns
+        self.metrics = UpkeepMetrics(registry if registry is not None else CollectorRegistry())
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> tuple[MergeResult | None, int | None]:
+        """One pass: (what the merge did, rows pruned), None for a step that is off or
+        failed (logged and counted)."""
+        merged = self._step("merge", self._merge) if self.config.merge else None
+        pruned = self._step("prune", self._prune) if self.config.prune else None
+        self.metrics.passes.inc()
+        if (merged is not None or not self.config.merge) and \
+                (pruned is not None or not self.config.prune):
+            self.metrics.last_success.set(time.time())
+        return merged, pruned
+
+    def start(self) -> None:
+        """Run a pass every ``interval_s`` on a thread until ``stop`` (nothing if off)."""
+        if not self.config.enabled or self._thread is not None:
+            return
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name=WORKER, daemon=True)
+        if self.liveness is not None:
+            self.liveness.alive(WORKER)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop after the step in progress (a merge ends at its next batch of spans)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+            self._thread = None
+        if self.liveness is not None:
+            self.liveness.forget(WORKER)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.config.interval_s):
+                self.run_once()
+        except BaseException as exc:  # run_once catches what a step raises: a bug
+            log.exception("store upkeep: the thread ended; no more merges or pruning")
+            if self.liveness is not None:
+                self.liveness.dead(WORKER, f"store upkeep thread ended: "
+                                           f"{type(exc).__name__}: {exc}")
+
+    def _step(self, step: str, work: Callable[[], T]) -> T | None:
+        t0 = time.process_time()
+        try:
+            out = work()
+        except Exception:  # a failed step is counted and logged; the next pass tries again
+            self.metrics.errors.labels(step).inc()
+            log.exception("store upkeep: %s failed; trying again in %g s", step,
+                          self.config.interval_s)
+            return None
+        log.debug("store upkeep: %s took %.2f CPU-s", step, time.process_time() - t0)
+        return out
+
+    def _merge(self) -> MergeResult:
+        result = merge_segments(self.store, age_ns=round(self.config.merge_after_s * S),
+                                config=self.config.spans, stop=self._stop.is_set)
+        m = self.metrics
+        m.merged.inc(result.segments_in)
+        m.spans.inc(result.spans)
+        for why, n in result.skipped.items():
+            m.skipped.labels(why).inc(n)
+        if result.spans:
+            log.info("store upkeep: %d segments merged into %d (%d -> %d bytes)",
+                     result.segments_in, result.spans, result.bytes_in, result.bytes_out)
+        return result
+
+    def _prune(self) -> int:
+        deleted = prune_expired(self.store, self.clock_ns())
+        self.metrics.pruned.inc(deleted)
+        if deleted:
+            log.info("store upkeep: %d rows older than %g s deleted", deleted,
+                     self.store.config.retention_s)
+        return deleted
+
+
+def prune_expired(store: Store, now_ns: int) -> int:
+    """Delete what ended ``store.config.retention_s`` before ``now_ns`` or, if older,
+    before the newest telemetry stored (``Store.prune``); rows deleted."""
+    newest = store.newest_ns()
+    return store.prune(now_ns=min(now_ns, newest)) if newest else 0
+
+
+__all__ = ["WORKER", "StoreUpkeep", "UpkeepConfig", "UpkeepMetrics", "prune_expired"]
