@@ -50,11 +50,15 @@ def parse_duration(text: str, option: str = "--last") -> float:
 
 
 @contextmanager
-def opened(url: str) -> Iterator[Store]:
-    """The store at ``url``, without creating or migrating anything."""
+def opened(url: str, retention_s: float | None = None) -> Iterator[Store]:
+    """The store at ``url`` (keeping ``retention_s`` if given), without creating or
+    migrating anything."""
     from fabricops.store.store import Store, StoreConfig, StoreError
 
-    store = Store(StoreConfig(url=url, migrate_on_start=False))
+    config = StoreConfig(url=url, migrate_on_start=False)
+    if retention_s is not None:
+        config = config.model_copy(update={"retention_s": retention_s})
+    store = Store(config)
     with user_errors():
         try:
             store.start()

@@ -28,9 +28,12 @@ from fabricops.cli.serve_common import (
     Db,
     JobsFile,
     MetricsPort,
+    Retention,
     Seconds,
     TopologyFile,
+    Upkeep,
     checked_bus,
+    checked_retention,
     start_bus,
     start_metrics,
 )
@@ -92,8 +95,13 @@ def _check_metrics_port(port: int) -> None:
 @app.command("pipeline", epilog=EXIT_CODES_HELP)
 def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabricops.db",
                  bus_kind: BusKind = "kafka", bootstrap: Bootstrap = "127.0.0.1:9092",
-                 metrics_port: MetricsPort = 0, duration: Seconds = 0.0) -> None:
+                 metrics_port: MetricsPort = 0, duration: Seconds = 0.0,
+                 retention: Retention = "7d", upkeep: Upkeep = True) -> None:
     """Telemetry to keyframe segments and key events in the store; adaptive sampling.
+
+    Every ten minutes the store is kept: segments older than an hour are merged
+    into ten-minute ones (fewer bytes, the same points) and telemetry older than
+    --retention is deleted (see `fabricops store --help`).
 
         fabricops serve pipeline --topology topology.json --db postgresql+psycopg://...
     """
@@ -103,9 +111,11 @@ def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabr
         checked_db(db)
         bus_config = checked_bus(bus_kind, bootstrap)
         _check_metrics_port(metrics_port)
+        retention_s = checked_retention(retention)
         bus = start_bus(running, bus_config)
         service = PipelineService(PipelineServiceConfig.model_validate(
-            {"store": {"url": db}}), bus, topo, running.registry, running.liveness)
+            {"store": {"url": db, "retention_s": retention_s},
+             "upkeep": {"enabled": upkeep}}), bus, topo, running.registry, running.liveness)
         with named("--db", service.store.url):
             service.start()
         running.started(service.stop)

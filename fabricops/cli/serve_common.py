@@ -35,6 +35,14 @@ MetricsPort = Annotated[int, typer.Option(
     help="Serve Prometheus /metrics on this port (0: off)")]
 Seconds = Annotated[float, typer.Option(
     "--duration", min=0, help="Stop after this many wall seconds (0: run until stopped)")]
+Retention = Annotated[str, typer.Option(
+    "--retention", envvar="FABRICOPS_RETENTION",
+    help="Delete telemetry older than this before now (or before the newest stored, if "
+         "older): 12h, 7d, 30d")]
+Upkeep = Annotated[bool, typer.Option(
+    "--upkeep/--no-upkeep", envvar="FABRICOPS_UPKEEP",
+    help="Every 10 minutes merge segments older than an hour and delete what is past "
+         "--retention. Several pipelines on one store: one with it is enough")]
 
 
 #: Where ``--metrics-port`` listens (every address, as Prometheus scrapes from outside).
@@ -50,6 +58,21 @@ def checked_bus(kind: str, bootstrap: str) -> BusConfig:
     if kind == "kafka":
         reachable_bootstrap(bootstrap)
     return BusConfig.model_validate({"kind": kind, "bootstrap_servers": bootstrap})
+
+
+def checked_retention(text: str) -> float:
+    """Seconds of ``--retention``; StartupError naming the flag if it is not a duration
+    of at least an hour (shorter would delete windows still being written)."""
+    from fabricops.cli.query import parse_duration
+
+    try:
+        seconds = parse_duration(text, "--retention")
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    if seconds < 3600:
+        raise StartupError(f"--retention {text!r}: at least 1h (late frames of the last "
+                           "hour are still written)")
+    return seconds
 
 
 def start_bus(running: Running, config: BusConfig) -> Bus:

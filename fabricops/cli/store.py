@@ -1,4 +1,6 @@
-"""``fabricops store``: maintenance of the store (merging old segments)."""
+"""``fabricops store``: maintenance of the store (merging old segments, deleting expired
+telemetry). ``fabricops serve pipeline`` does both every ten minutes unless
+``--no-upkeep``."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from fabricops.cli.query import DEFAULT_DB, Db, opened, parse_duration
 from fabricops.core.wording import counted
 
 app = typer.Typer(no_args_is_help=True, help=(
-    "Maintain the store the pipeline writes. Safe while the pipeline runs."))
+    "Maintain the store the pipeline writes. Safe while the pipeline runs, which does "
+    "the same every ten minutes (fabricops serve pipeline --no-upkeep turns it off)."))
 
 
 @app.command("merge")
@@ -75,3 +78,35 @@ def merge(db: Db = DEFAULT_DB,
         out.print(f"bytes: {result.bytes_in:,} -> {result.bytes_out:,} ({saved:.0%} smaller)")
     for why, n in sorted(result.skipped.items()):
         out.print(f"left as they are: {counted(n, 'span')} ({why})")
+
+
+@app.command("prune")
+def prune(db: Db = DEFAULT_DB,
+          retention: Annotated[str, typer.Option(
+              help="Delete what is older than this, before now (or before the newest "
+              "telemetry stored, if older): 12h, 7d, 30d")] = "7d",
+          as_json: AsJson = False) -> None:
+    """Delete what is past the retention: segments, events, INT paths, diagnosis revisions.
+
+    Actions and their log stay. The newest telemetry stored bounds
+    "now", so a store of old or replayed data keeps its last --retention.
+    """
+    import time
+
+    from fabricops.pipeline.upkeep import prune_expired
+
+    with user_errors():
+        try:
+            retention_s = parse_duration(retention, "--retention")
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if retention_s < 3600:
+            raise fail(f"--retention {retention!r}: at least 1h (late frames of the last "
+                       "hour are still written)")
+    with opened(db, retention_s) as store, user_errors():
+        deleted = prune_expired(store, time.time_ns())
+    if as_json:
+        typer.echo(json.dumps({"deleted_rows": deleted, "retention_s": retention_s}))
+        return
+    stdout_console().print(f"deleted {counted(deleted, 'row')} older than {retention}"
+                           if deleted else f"nothing older than {retention}")

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from fabricops.cli.main import app
 from fabricops.store.store import Store, StoreConfig
-from tests.pipeline.conftest import Feed, small_sim
+from tests.pipeline.conftest import Feed, hours_of_frames, small_sim
 
 ENV = {"COLUMNS": "80", "FORCE_COLOR": ""}
 
@@ -53,3 +53,45 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
         assert code == 2
         assert wording in err
         assert len(err.strip().splitlines()) == 1
+
+
+def test_prune_deletes_what_is_older_than_the_retention_before_the_newest_data(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fabricops.db'}"
+    store = Store(StoreConfig(url=url))
+    store.start()
+    feed = Feed(small_sim(), store)
+    feed.run(200)
+    feed.worker.flush()
+    newest = store.newest_ns()
+    old = [s for s in store.segments(t0_ns=0, t1_ns=2**62) if s.t_end_ns < newest - 3600e9]
+    store.stop()
+    assert old == [], "the simulated run is shorter than the retention"
+    code, out, _ = run("store", "prune", "--retention", "1h", "--db", url)
+    assert (code, out.strip()) == (0, "nothing older than 1h"), \
+        "the newest data, not the wall clock, bounds what is old"
+    code, out, err = run("store", "prune", "--retention", "30m", "--db", url)
+    assert code == 2
+    assert "--retention '30m': at least 1h" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, _ = run("store", "prune", "--db", url, "--json")
+    assert (code, json.loads(out)) == (0, {"deleted_rows": 0, "retention_s": 604800.0})
+
+
+def test_prune_deletes_what_is_past_the_retention(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fabricops.db'}"
+    t0 = 472_222 * 3600 * 10**9  # 2023-11-14 22:00 UTC
+    store = Store(StoreConfig(url=url))
+    store.start()
+    hours_of_frames(store, 3, t0)
+    store.stop()
+    code, out, _ = run("store", "prune", "--retention", "2h", "--db", url)
+    assert (code, out.strip()) == (0, "deleted 60 rows older than 2h")
+    store = Store(StoreConfig(url=url))
+    store.start()
+    try:
+        starts = [s.t_start_ns for s in store.segments(t0_ns=0, t1_ns=2**62)]
+    finally:
+        store.stop()
+    assert min(starts) == t0 + 3600 * 10**9
+    assert len(starts) == 121
