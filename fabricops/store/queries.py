@@ -171,15 +171,19 @@ def pending_actions(dialect: str) -> Select[Any]:
     return stmt.order_by(*ordered_by(dialect, ActionRow.ts_ns, ActionRow.id))
 
 
-def prune(cutoff_ns: int) -> dict[str, Delete]:
-    """Per table, the statement deleting what ended before ``cutoff_ns``."""
-    return {
-        "segments": delete(SegmentRow).where(SegmentRow.t_end_ns < cutoff_ns),
-        "events": delete(EventRow).where(EventRow.ts_ns < cutoff_ns),
-        "int_paths": delete(IntPathRow).where(IntPathRow.last_ts_ns < cutoff_ns),
-        "staged_frames": delete(StagedFrameRow).where(StagedFrameRow.ts_ns < cutoff_ns),
-        "diagnoses": delete(DiagnosisRow).where(DiagnosisRow.ts_ns < cutoff_ns),
-    }
+def prune(cutoff_ns: int, batch: int) -> dict[str, Delete]:
+    """Per table, the statement deleting up to ``batch`` rows that ended before
+    ``cutoff_ns`` (found through the table's time index)."""
+    ends: tuple[tuple[str, Any, Any], ...] = (
+        ("segments", SegmentRow, SegmentRow.t_end_ns),
+        ("events", EventRow, EventRow.ts_ns),
+        ("int_paths", IntPathRow, IntPathRow.last_ts_ns),
+        ("staged_frames", StagedFrameRow, StagedFrameRow.ts_ns),
+        ("diagnoses", DiagnosisRow, DiagnosisRow.ts_ns),
+    )
+    return {table: delete(row).where(row.id.in_(
+        select(row.id).where(end < cutoff_ns).limit(batch).scalar_subquery()))
+        for table, row, end in ends}
 
 
 def segment_row(r: SegmentRecord) -> dict[str, object]:

@@ -11,7 +11,8 @@ be called from several threads (one engine, a pool of connections).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,8 @@ if TYPE_CHECKING:
 
 
 _log = logging.getLogger(__name__)
+PRUNE_PAUSE_S = 0.01
+"""Pause between two batches of a prune, for writers waiting for the lock (SQLite)."""
 
 SERIES_KEY = ("entity", "metric")
 SEGMENT_KEY = ("device", "source", "t_start_ns", "first_seq")
@@ -349,17 +352,27 @@ class Store(OperationsStore):
                       STREAM_STATES.c.state)
         rows = self._read("stream_states", lambda conn: conn.execute(stmt).all())
         return {(device, source): (int(ts), bytes(state)) for device, source, ts, state in rows}
-    def prune(self, *, now_ns: int) -> int:
+
+    def prune(self, *, now_ns: int, batch: int = 10_000,
+              stop: Callable[[], bool] | None = None) -> int:
         """Delete telemetry older than ``retention_s`` before ``now_ns``: segments and
         INT paths that ended, events, staged frames and diagnosis revisions stamped,
-        before the cutoff."""
+        before the cutoff; rows deleted. At most ``batch`` rows a transaction, so
+        writers wait for one batch at most; once ``stop()`` is true, after the batch in
+        progress, the rest is left for the next call."""
         cutoff = now_ns - round(self.config.retention_s * 1e9)
-        stmts = queries.prune(cutoff)
+        deleted = 0
+        for table, stmt in queries.prune(cutoff, batch).items():
+            while not (stop is not None and stop()):
+                n = self._transaction("prune", partial(_rowcount, stmt))
+                self.metrics.rows_deleted.labels(table).inc(n)
+                deleted += n
+                if n < batch:
+                    break
+                time.sleep(PRUNE_PAUSE_S)  # a writer waiting for the lock takes it now
+        return deleted
 
-        def work(conn: Connection) -> dict[str, int]:
-            return {table: conn.execute(stmt).rowcount for table, stmt in stmts.items()}
 
-        deleted = self._transaction("prune", work)
-        for table, n in deleted.items():
-            self.metrics.rows_deleted.labels(table).inc(n)
-        return sum(deleted.values())
+def _rowcount(stmt: Any, conn: Connection) -> int:
+    """Rows ``stmt`` changed, run on ``conn``."""
+    return int(conn.execute(stmt).rowcount)

@@ -198,6 +198,25 @@ def test_prune_deletes_what_is_older_than_retention(db_url: str) -> None:
         store.stop()
 
 
+def test_prune_deletes_in_batches_and_stops_between_them(db_url: str) -> None:
+    store = Store(StoreConfig(url=db_url, retention_s=3600))
+    store.start()
+    try:
+        store.put_segments([samples.segment("leaf-0", i) for i in range(120)])
+        now = T0 + 600 * S + 3600 * S
+        asked: list[bool] = []
+
+        def stop() -> bool:
+            asked.append(True)
+            return len(asked) > 1
+
+        assert store.prune(now_ns=now, batch=3, stop=stop) == 3, "one batch, then it stops"
+        assert store.prune(now_ns=now, batch=3) == 7, "the rest, three at a time"
+        assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 110
+    finally:
+        store.stop()
+
+
 def test_ten_thousand_rows_are_one_quick_batch(store: Store) -> None:
     segs = [samples.segment(f"leaf-{i % 100}", i // 100) for i in range(10_000)]
     events = [Event(ts_ns=T0 + i * S, device=f"leaf-{i % 100}", entity=f"leaf-{i % 100}:eth1",
