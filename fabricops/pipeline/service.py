@@ -66,11 +66,12 @@ class PipelineService:
         self.upkeep.start()
 
     def stop(self) -> None:
-        """Stop the upkeep and consuming (the worker writes the windows it holds, open
-        ones too)."""
-        self.upkeep.stop()
+        """Stop consuming (the worker writes the windows it holds, open ones too) while
+        the upkeep ends its batch in progress, then close the store."""
+        self.upkeep.stopping()
         self.worker.stop()
         self.sampling.stop()
+        self.upkeep.stop()
         self.store.stop()
 
     def status(self) -> PipelineStatus:

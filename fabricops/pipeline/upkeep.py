@@ -9,22 +9,29 @@ first one ``interval_s`` after ``start``. A pass:
    ``spans.span_s``, looking back ``spans.lookback_s``. Late frames for a span
    that recent are still written as usual; later ones are written beside the
    merged segment, never lost (see :mod:`.segment_merge`);
-2. prunes (``Store.prune``), when ``prune`` is on: segments, events, INT
-   paths and diagnosis revisions that ended more than the store's ``retention_s``
-   before *now*, where now is the wall clock or, if older, the newest
-   telemetry stored. A store of replayed or stale data therefore keeps its
-   last ``retention_s``, and nothing is deleted because a clock jumped.
+2. prunes (``Store.prune``, in batches of rows, so writers wait one batch at
+   most), when ``prune`` is on: segments, events, INT paths and diagnosis
+   revisions that ended more than the store's ``retention_s`` before *now*.
+   Now is the wall clock or, if older, the median of the streams' newest
+   segment ends, and it advances at most twice as fast as time passes (plus an
+   hour) from one pass to the next. So a store of old data keeps its last
+   ``retention_s``, one device stamping far ahead moves nothing, and a clock
+   that jumps ahead, stamping the telemetry as well, does not delete a week at
+   once. A store without segments is not pruned.
 
-``run_once`` is that pass, called directly by tests. A step that fails (the
-database busy or gone, a bug) is logged, counted in
-``fabricops_store_upkeep_errors_total{step}``, and the other step and the next
-pass still run; ``fabricops_store_upkeep_last_success_timestamp_seconds``
-tells how long the store has gone without a whole pass. The thread ends only
-on ``stop``; if it ends otherwise, ``Liveness`` names it dead (``/ready``)
-and the command exits non-zero.
+``run_once`` is that pass, called directly by tests. A step that fails is
+logged and counted in ``fabricops_store_upkeep_errors_total{step}``, and the
+other step and the next pass still run. A busy or unreachable database is
+waited out for as long as it lasts; a step that fails for another reason
+(a bug, a permission) ``GIVE_UP_AFTER`` passes in a row ends the thread.
+``fabricops_store_upkeep_last_success_timestamp_seconds`` is the time of the
+last pass whose steps all went through. The thread ends only on ``stop`` or by
+giving up; when it gives up, ``Liveness`` names it dead (``/ready``) and the
+command exits non-zero.
 
 Several processes may keep one store: a merge skips a span another writer
-changed, and pruning is idempotent; one of them doing it is enough.
+changed, and pruning is idempotent; one of them doing it is enough. The merge
+runs in the pipeline's process and shares its interpreter lock with ingest.
 """
 
 from __future__ import annotations
@@ -40,13 +47,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.liveness import Liveness
 from fabricops.pipeline.segment_merge import MergeConfig, MergeResult, merge_segments
-from fabricops.store.store import Store
+from fabricops.store.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 WORKER: Final = "store-upkeep"
 """The name the thread has in ``Liveness`` (``/ready``)."""
 S: Final = 1_000_000_000
 STEPS: Final = ("merge", "prune")
+GIVE_UP_AFTER: Final = 3
+"""Passes in a row a step may fail for a reason other than a busy or unreachable
+database before the thread gives up (and the process exits non-zero)."""
 T = TypeVar("T")
 
 
@@ -105,12 +115,16 @@ class StoreUpkeep:
         self.metrics = UpkeepMetrics(registry if registry is not None else CollectorRegistry())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._failures = dict.fromkeys(STEPS, 0)
+        self._gave_up = ""
+        self._pruned_at: tuple[int, float] | None = None  # (now used, monotonic s)
 
     def run_once(self) -> tuple[MergeResult | None, int | None]:
-        """One pass: (what the merge did, rows pruned), None for a step that is off or
-        failed (logged and counted)."""
+        """One pass: (what the merge did, rows pruned), None for a step that is off,
+        failed (logged and counted) or was not reached before ``stop``."""
         merged = self._step("merge", self._merge) if self.config.merge else None
-        pruned = self._step("prune", self._prune) if self.config.prune else None
+        pruned = self._step("prune", self._prune) \
+            if self.config.prune and not self._stop.is_set() else None
         self.metrics.passes.inc()
         if (merged is not None or not self.config.merge) and \
                 (pruned is not None or not self.config.prune):
@@ -127,11 +141,18 @@ class StoreUpkeep:
             self.liveness.alive(WORKER)
         self._thread.start()
 
+    def stopping(self) -> None:
+        """Ask the thread to stop after the batch in progress, without waiting for it."""
+        self._stop.set()
+
     def stop(self) -> None:
-        """Stop after the step in progress (a merge ends at its next batch of spans)."""
+        """Stop after the batch in progress (a merge stops at its next stream, a prune at
+        its next batch of rows), and wait for the thread."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=60)
+            if self._thread.is_alive():
+                log.warning("store upkeep: still in a step after 60 s; left to end alone")
             self._thread = None
         if self.liveness is not None:
             self.liveness.forget(WORKER)
@@ -140,22 +161,35 @@ class StoreUpkeep:
         try:
             while not self._stop.wait(self.config.interval_s):
                 self.run_once()
-        except BaseException as exc:  # run_once catches what a step raises: a bug
+                if self._gave_up:
+                    raise RuntimeError(self._gave_up)
+        except BaseException as exc:  # a step that keeps failing, or a bug around the steps
             log.exception("store upkeep: the thread ended; no more merges or pruning")
             if self.liveness is not None:
                 self.liveness.dead(WORKER, f"store upkeep thread ended: "
                                            f"{type(exc).__name__}: {exc}")
 
     def _step(self, step: str, work: Callable[[], T]) -> T | None:
-        t0 = time.process_time()
+        """``work()``, or None if it failed. A transient StoreError (busy, unreachable) is
+        tried again next pass for as long as it lasts; any other failure
+        ``GIVE_UP_AFTER`` passes in a row makes the thread give up (``_gave_up``)."""
+        t0 = time.thread_time()
         try:
             out = work()
-        except Exception:  # a failed step is counted and logged; the next pass tries again
+        except Exception as exc:
             self.metrics.errors.labels(step).inc()
-            log.exception("store upkeep: %s failed; trying again in %g s", step,
+            transient = isinstance(exc, StoreError) and exc.transient
+            self._failures[step] += 0 if transient else 1
+            log.exception("store upkeep: %s failed (%s); trying again in %g s", step,
+                          "transient" if transient else
+                          f"{self._failures[step]} of {GIVE_UP_AFTER} in a row",
                           self.config.interval_s)
+            if self._failures[step] >= GIVE_UP_AFTER:
+                self._gave_up = (f"{step} failed {GIVE_UP_AFTER} passes in a row, last: "
+                                 f"{type(exc).__name__}: {exc}")
             return None
-        log.debug("store upkeep: %s took %.2f CPU-s", step, time.process_time() - t0)
+        self._failures[step] = 0
+        log.debug("store upkeep: %s took %.2f CPU-s", step, time.thread_time() - t0)
         return out
 
     def _merge(self) -> MergeResult:
@@ -172,7 +206,17 @@ class StoreUpkeep:
         return result
 
     def _prune(self) -> int:
-        deleted = prune_expired(self.store, self.clock_ns())
+        """``prune_expired``, with "now" advancing at most twice as fast as time passes
+        (plus an hour) from one pass to the next: a clock that jumps ahead, stamping
+        the telemetry as well, does not delete a week at once."""
+        now = self.clock_ns()
+        mono = time.monotonic()
+        if self._pruned_at is not None:
+            last, then = self._pruned_at
+            now = min(now, last + round((2 * (mono - then) + 3600) * S))
+        deleted, used = prune_expired(self.store, now, stop=self._stop.is_set)
+        if used:
+            self._pruned_at = (used, mono)
         self.metrics.pruned.inc(deleted)
         if deleted:
             log.info("store upkeep: %d rows older than %g s deleted", deleted,
@@ -180,11 +224,18 @@ class StoreUpkeep:
         return deleted
 
 
-def prune_expired(store: Store, now_ns: int) -> int:
-    """Delete what ended ``store.config.retention_s`` before ``now_ns`` or, if older,
-    before the newest telemetry stored (``Store.prune``); rows deleted."""
-    newest = store.newest_ns()
-    return store.prune(now_ns=min(now_ns, newest)) if newest else 0
+def prune_expired(store: Store, now_ns: int, stop: Callable[[], bool] | None = None
+                  ) -> tuple[int, int]:
+    """Delete what ended ``store.config.retention_s`` before "now": ``now_ns`` or, if
+    older, the median of the streams' newest segment ends (one device stamping far
+    ahead does not move it). (rows deleted, the now used; 0 when no segment is stored,
+    and then nothing is deleted.) ``stop`` as for ``Store.prune``."""
+    newest = sorted(store.segment_watermarks().values())
+    if not newest:
+        return 0, 0
+    now = min(now_ns, newest[(len(newest) - 1) // 2])
+    return store.prune(now_ns=now, stop=stop), now
 
 
-__all__ = ["WORKER", "StoreUpkeep", "UpkeepConfig", "UpkeepMetrics", "prune_expired"]
+__all__ = ["GIVE_UP_AFTER", "WORKER", "StoreUpkeep", "UpkeepConfig", "UpkeepMetrics",
+           "prune_expired"]

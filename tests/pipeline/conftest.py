@@ -44,15 +44,16 @@ UPKEEP_T0 = 1_800_000_000 * 10**9
 """A boundary of windows and of spans of up to an hour."""
 
 
-def hours_of_frames(store: Store, hours: int, t0_ns: int = UPKEEP_T0) -> None:
-    """Frames of two ports of ``leaf-9`` every 20 s from ``t0_ns`` (a whole hour) to
+def hours_of_frames(store: Store, hours: float, t0_ns: int = UPKEEP_T0,
+                    device: str = "leaf-9") -> None:
+    """Frames of two ports of ``device`` every 20 s from ``t0_ns`` (a whole hour) to
     ``hours`` later (both ends included), written by a worker: one segment per minute."""
-    ports = ["leaf-9:eth1", "leaf-9:eth2"]
+    ports = [f"{device}:eth1", f"{device}:eth2"]
     worker = bare_worker(store)
     worker.process(messages(*(
-        Frame.build("leaf-9", t0_ns + t * 10**9, "gnmi", i, ports,
+        Frame.build(device, t0_ns + t * 10**9, "gnmi", i, ports,
                     ["in_octets", "temperature_c"], [t * 1000, 40.0 + t / 4096])
-        for i, t in enumerate(range(0, hours * 3600 + 1, 20)))))
+        for i, t in enumerate(range(0, round(hours * 3600) + 1, 20)))))
     worker.flush()
 
 

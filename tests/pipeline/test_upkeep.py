@@ -1,9 +1,12 @@
-"""Store upkeep: a pass merges old spans and deletes what is past the retention, a failed
-step is counted and retried, and the thread lives until it is stopped."""
+"""Store upkeep: a pass merges old spans and deletes what is past the retention, "now"
+resists clocks that jump, a failed step is counted and retried (or, failing for good,
+ends the thread loudly), and the thread lives until it is stopped."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,8 +15,15 @@ from prometheus_client import CollectorRegistry
 from fabricops.core.liveness import Liveness
 from fabricops.core.membus import MemoryBus
 from fabricops.pipeline.keyframe import decode_block
+from fabricops.pipeline.segment_merge import merge_segments
 from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
-from fabricops.pipeline.upkeep import WORKER, StoreUpkeep, UpkeepConfig
+from fabricops.pipeline.upkeep import (
+    GIVE_UP_AFTER,
+    WORKER,
+    StoreUpkeep,
+    UpkeepConfig,
+    prune_expired,
+)
 from fabricops.store.store import Store, StoreConfig, StoreError
 
 from .conftest import UPKEEP_T0, hours_of_frames
@@ -42,9 +52,20 @@ def _four_hours(tmp_path: Path) -> Store:
     return store
 
 
-def _upkeep(store: Store, clock_ns: int, **config: object) -> StoreUpkeep:
-    return StoreUpkeep(UpkeepConfig.model_validate(config), store, CollectorRegistry(),
-                       clock_ns=lambda: clock_ns)
+def _upkeep(store: Store, clock_ns: Callable[[], int], registry: CollectorRegistry,
+            **config: object) -> StoreUpkeep:
+    return StoreUpkeep(UpkeepConfig.model_validate(config), store, registry,
+                       clock_ns=clock_ns)
+
+
+def _sample(registry: CollectorRegistry, name: str, **labels: str) -> float:
+    value = registry.get_sample_value(name, labels)
+    assert value is not None, f"{name} {labels} is not exported"
+    return value
+
+
+def _count(store: Store) -> int:
+    return len(store.segments(t0_ns=0, t1_ns=2**62))
 
 
 @pytest.mark.parametrize(("wall_h", "cutoff_h"), [(10, 2), (3, 1)],
@@ -54,8 +75,9 @@ def test_a_pass_merges_old_spans_and_deletes_what_is_past_the_retention(
     store = _four_hours(tmp_path)
     try:
         before = _points(store)
-        assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 241
-        upkeep = _upkeep(store, T0 + wall_h * H)
+        assert _count(store) == 241
+        reg = CollectorRegistry()
+        upkeep = _upkeep(store, lambda: T0 + wall_h * H, reg)
         merged, pruned = upkeep.run_once()
         assert merged is not None
         assert pruned is not None
@@ -67,13 +89,11 @@ def test_a_pass_merges_old_spans_and_deletes_what_is_past_the_retention(
         assert len(segments) == 6 * (3 - cutoff_h) + 61, "the last hour: one a minute"
         assert _points(store) == {t: v for t, v in before.items() if t >= cutoff}, \
             "every point since the cutoff kept, as it was"
-        assert merged.segments_in == 180
-        assert merged.spans == 18
+        assert (merged.segments_in, merged.spans) == (180, 18)
         assert pruned == 6 * cutoff_h, "the ten-minute segments that ended before it"
-        m = upkeep.metrics
-        assert m.merged._value.get() == 180
-        assert m.pruned._value.get() == pruned
-        assert m.last_success._value.get() > 0
+        assert _sample(reg, "fabricops_store_upkeep_merged_segments_total") == 180
+        assert _sample(reg, "fabricops_store_upkeep_pruned_rows_total") == pruned
+        assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") > 0
         again, pruned_again = upkeep.run_once()
         assert again is not None
         assert (again.spans, pruned_again) == (0, 0), "idempotent"
@@ -81,59 +101,130 @@ def test_a_pass_merges_old_spans_and_deletes_what_is_past_the_retention(
         store.stop()
 
 
+def test_one_stream_stamped_far_ahead_does_not_move_now(tmp_path: Path) -> None:
+    store = _four_hours(tmp_path)
+    try:
+        hours_of_frames(store, 0.1, T0 + 8 * 24 * H, device="leaf-1")
+        deleted, now = prune_expired(store, T0 + 9 * 24 * H)
+        assert now == T0 + 4 * H, "the median of the streams' newest data, the older one"
+        assert deleted == 120, "what ended 2 h before leaf-9's newest, not a week of it"
+        assert {s.device for s in store.segments(t0_ns=0, t1_ns=2**62)} == {"leaf-9", "leaf-1"}
+    finally:
+        store.stop()
+
+
+def test_now_advances_at_most_twice_as_fast_as_passes_go(tmp_path: Path) -> None:
+    store = _four_hours(tmp_path)
+    try:
+        clock = [T0 + 4 * H]
+        upkeep = _upkeep(store, lambda: clock[0], CollectorRegistry(), merge=False)
+        assert upkeep.run_once()[1] == 120
+        clock[0] = T0 + 8 * 24 * H  # the clock jumps, and stamps the telemetry too
+        hours_of_frames(store, 0.1, clock[0])
+        assert upkeep.run_once()[1] == 60, "now moved an hour, not eight days"
+        assert min(s.t_end_ns for s in store.segments(t0_ns=0, t1_ns=2**62)) >= T0 + 3 * H
+    finally:
+        store.stop()
+
+
+def _failing(error: Exception) -> Callable[..., object]:
+    def fail(*args: object, **kwargs: object) -> object:
+        raise error
+    return fail
+
+
 def test_a_failed_step_is_counted_and_the_other_and_the_next_pass_still_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
     store = _four_hours(tmp_path)
     try:
-        upkeep = _upkeep(store, T0 + 10 * H)
-
-        def busy() -> dict[tuple[str, str], int]:
-            raise StoreError("segment_watermarks on sqlite: database is locked",
-                             transient=True)
-
+        reg = CollectorRegistry()
+        upkeep = _upkeep(store, lambda: T0 + 10 * H, reg)
+        busy = StoreError("segment_heads on sqlite: database is locked", transient=True)
         with monkeypatch.context() as patch:
-            patch.setattr(store, "segment_watermarks", busy)
+            patch.setattr(store, "segment_heads", _failing(busy))
             merged, pruned = upkeep.run_once()
         assert merged is None
         assert pruned == 120, "the merge failed, the prune went on"
-        m = upkeep.metrics
-        assert m.errors.labels("merge")._value.get() == 1
-        assert m.errors.labels("prune")._value.get() == 0
-        assert m.last_success._value.get() == 0, "not a whole pass"
-        assert "merge failed" in caplog.text
+        assert _sample(reg, "fabricops_store_upkeep_errors_total", step="merge") == 1
+        assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") == 0
+        assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") == 0
+        assert "merge failed (transient)" in caplog.text
         assert "database is locked" in caplog.text
-        merged, _ = upkeep.run_once()
+        broken = StoreError("prune on sqlite: no such table: events", transient=False)
+        with monkeypatch.context() as patch:
+            patch.setattr(store, "prune", _failing(broken))
+            merged, pruned = upkeep.run_once()
         assert merged is not None
-        assert merged.spans == 6, "the next pass merges"
-        assert m.last_success._value.get() > 0
+        assert merged.spans == 6, "the prune failed, the merge went on"
+        assert pruned is None
+        assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") == 1
+        assert "prune failed (1 of 3 in a row)" in caplog.text
+        assert upkeep.run_once()[1] == 0, "the next pass prunes"
+        assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") > 0
     finally:
         store.stop()
 
 
-def _wait(condition: object, timeout_s: float = 60.0) -> bool:
+def _wait(condition: Callable[[], bool], timeout_s: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if callable(condition) and condition():
+        if condition():
             return True
         time.sleep(0.01)
     return False
 
 
-def test_the_thread_runs_passes_until_stopped(tmp_path: Path) -> None:
+def test_the_thread_runs_passes_until_stopped_through_failed_steps(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = _four_hours(tmp_path)
     liveness = Liveness()
-    upkeep = StoreUpkeep(UpkeepConfig(interval_s=0.01), store, liveness=liveness,
+    reg = CollectorRegistry()
+    upkeep = StoreUpkeep(UpkeepConfig(interval_s=0.01), store, reg, liveness=liveness,
                          clock_ns=lambda: T0 + 10 * H)
+    busy = StoreError("prune on sqlite: database is locked", transient=True)
+    monkeypatch.setattr(store, "prune", _failing(busy))
     try:
         upkeep.start()
+        thread = upkeep._thread
         assert [(s.name, s.alive) for s in liveness.states()] == [(WORKER, True)]
-        assert _wait(lambda: upkeep.metrics.passes._value.get() >= 3)
-        assert len(store.segments(t0_ns=0, t1_ns=2**62)) == 6 + 61
+        assert _wait(lambda: _sample(reg, "fabricops_store_upkeep_passes_total") >= 5)
+        assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") >= 5
+        assert liveness.dead_workers() == [], "a busy database is waited out"
+        assert _count(store) == 18 + 61, "the merges went on"
+        inside = threading.Event()
+
+        def slow(*args: object, **kwargs: object) -> int:
+            inside.set()
+            time.sleep(0.3)
+            return 0
+
+        monkeypatch.setattr(store, "prune", slow)
+        assert inside.wait(60.0)
     finally:
         upkeep.stop()
         store.stop()
+    assert thread is not None
+    assert not thread.is_alive(), "stop waits for the step in progress"
     assert liveness.states() == [], "stopped on purpose: not counted either way"
+
+
+def test_a_step_that_keeps_failing_for_another_reason_ends_the_thread_loudly(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _four_hours(tmp_path)
+    liveness = Liveness()
+    upkeep = StoreUpkeep(UpkeepConfig(interval_s=0.01), store, liveness=liveness)
+    denied = StoreError("prune on postgresql: permission denied for table events")
+    monkeypatch.setattr(store, "prune", _failing(denied))
+    try:
+        upkeep.start()
+        dead = liveness.wait_for_death(60.0)
+        assert [(s.name, s.alive) for s in dead] == [(WORKER, False)]
+        assert f"prune failed {GIVE_UP_AFTER} passes in a row" in dead[0].reason
+        assert "permission denied" in dead[0].reason
+    finally:
+        upkeep.stop()
+        store.stop()
 
 
 def test_a_thread_that_ends_by_itself_is_named_dead(tmp_path: Path,
@@ -141,11 +232,7 @@ def test_a_thread_that_ends_by_itself_is_named_dead(tmp_path: Path,
     store = _four_hours(tmp_path)
     liveness = Liveness()
     upkeep = StoreUpkeep(UpkeepConfig(interval_s=0.01), store, liveness=liveness)
-
-    def broken() -> None:
-        raise RecursionError("maximum recursion depth exceeded")
-
-    monkeypatch.setattr(upkeep, "run_once", broken)
+    monkeypatch.setattr(upkeep, "run_once", _failing(RecursionError("maximum depth")))
     try:
         upkeep.start()
         dead = liveness.wait_for_death(60.0)
@@ -156,27 +243,50 @@ def test_a_thread_that_ends_by_itself_is_named_dead(tmp_path: Path,
         store.stop()
 
 
+def test_a_merge_asked_to_stop_ends_at_the_next_stream(tmp_path: Path) -> None:
+    store = _four_hours(tmp_path)
+    try:
+        hours_of_frames(store, 2, device="leaf-1")
+        assert merge_segments(store, age_ns=H, stop=lambda: True).spans == 0
+        asked: list[bool] = []
+
+        def stop() -> bool:
+            asked.append(True)
+            return len(asked) > 1
+
+        result = merge_segments(store, age_ns=H, stop=stop)
+        assert result.spans == 6, "leaf-1 (first by name), then it stopped"
+        assert merge_segments(store, age_ns=H).spans == 18, "leaf-9 on the next run"
+    finally:
+        store.stop()
+
+
 @pytest.mark.parametrize("enabled", [True, False])
 def test_the_pipeline_service_keeps_its_store_unless_told_not_to(
         tmp_path: Path, enabled: bool) -> None:
     bus = MemoryBus()
     bus.start()
     liveness = Liveness()
+    reg = CollectorRegistry()
     config = PipelineServiceConfig.model_validate({
         "store": {"url": f"sqlite:///{tmp_path / 'f.db'}"},
         "upkeep": {"enabled": enabled, "interval_s": 0.01}})
-    service = PipelineService(config, bus, liveness=liveness)
+    service = PipelineService(config, bus, registry=reg, liveness=liveness)
     service.start()
+    thread = service.upkeep._thread
     try:
         if enabled:
-            assert _wait(lambda: service.upkeep.metrics.passes._value.get() >= 1)
+            assert _wait(lambda: _sample(reg, "fabricops_store_upkeep_passes_total") >= 1)
         else:
             time.sleep(0.2)
-            assert service.upkeep.metrics.passes._value.get() == 0
+            assert _sample(reg, "fabricops_store_upkeep_passes_total") == 0
         assert (WORKER in {s.name for s in liveness.states()}) is enabled
     finally:
         service.stop()
         bus.stop()
+    assert (thread is not None) is enabled
+    assert thread is None or not thread.is_alive(), "the service's stop ends the upkeep"
+    assert WORKER not in {s.name for s in liveness.states()}
 
 
 def test_merge_spans_must_divide_an_hour() -> None:
