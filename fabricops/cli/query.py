@@ -40,13 +40,29 @@ DEFAULT_DB = "sqlite:///fabricops-data/fabricops.db"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
+MAX_DAYS = 36_500
+"""The longest duration an option takes (a hundred years): longer ones overflow the
+store's 64-bit nanoseconds."""
+
+
 def parse_duration(text: str, option: str = "--last") -> float:
-    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds -> seconds; ValueError names it
-    and ``option``."""
+    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds (at most ``MAX_DAYS``) ->
+    seconds; ValueError names it and ``option``."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
     if not match:
         raise ValueError(f"{option} {text!r}: expected a duration such as 90s, 10m, 2h or 1d")
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds > MAX_DAYS * 86400:
+        raise ValueError(f"{option} {text!r}: at most {MAX_DAYS}d")
+    return seconds
+
+
+def parse_retention(text: str, option: str = "--retention") -> float:
+    """Seconds of a retention: a duration of at least an hour; ValueError names it."""
+    seconds = parse_duration(text, option)
+    if seconds < 3600:
+        raise ValueError(f"{option} {text!r}: at least 1h")
+    return seconds
 
 
 @contextmanager

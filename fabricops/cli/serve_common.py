@@ -61,18 +61,13 @@ def checked_bus(kind: str, bootstrap: str) -> BusConfig:
 
 
 def checked_retention(text: str) -> float:
-    """Seconds of ``--retention``; StartupError naming the flag if it is not a duration
-    of at least an hour (shorter would delete windows still being written)."""
-    from fabricops.cli.query import parse_duration
+    """Seconds of ``--retention`` (at least an hour); StartupError naming the flag."""
+    from fabricops.cli.query import parse_retention
 
     try:
-        seconds = parse_duration(text, "--retention")
+        return parse_retention(text)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
-    if seconds < 3600:
-        raise StartupError(f"--retention {text!r}: at least 1h (late frames of the last "
-                           "hour are still written)")
-    return seconds
 
 
 def start_bus(running: Running, config: BusConfig) -> Bus:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from fabricops.cli.common import AsJson, fail, progress_bar, stdout_console, user_errors
-from fabricops.cli.query import DEFAULT_DB, Db, opened, parse_duration
+from fabricops.cli.query import DEFAULT_DB, Db, opened, parse_duration, parse_retention
 from fabricops.core.wording import counted
 
 app = typer.Typer(no_args_is_help=True, help=(
@@ -36,8 +36,10 @@ def merge(db: Db = DEFAULT_DB,
     The points stay the same (counters bit for bit, gauges as stored); the
     segments take fewer bytes (each no longer repeats keyframes and names) and
     the store fewer rows. A span a writer changes meanwhile is skipped, not
-    lost; running it again merges what is left. Run it from a timer, e.g.
-    hourly.
+    lost; running it again merges what is left. The pipeline does this every
+    ten minutes with a day's lookback; run it by hand once with --lookback 30d
+    on a store older than that, or from a timer where pipelines run with
+    --no-upkeep.
     """
     from fabricops.pipeline.segment_merge import (
         MAX_SPAN_S,
@@ -88,23 +90,27 @@ def prune(db: Db = DEFAULT_DB,
           as_json: AsJson = False) -> None:
     """Delete what is past the retention: segments, events, INT paths, diagnosis revisions.
 
-    Actions and their log stay. The newest telemetry stored bounds
-    "now", so a store of old or replayed data keeps its last --retention.
+    Actions and their log stay. "Now" is the wall clock or, if older, the
+    median of the streams' newest data: a store of old data (and nothing newer)
+    keeps its last --retention. Rows go in batches, so the pipeline keeps
+    writing meanwhile. The file does not shrink: the space is reused.
     """
     import time
 
     from fabricops.pipeline.upkeep import prune_expired
+    from fabricops.store.store import StoreError
 
     with user_errors():
         try:
-            retention_s = parse_duration(retention, "--retention")
+            retention_s = parse_retention(retention)
         except ValueError as exc:
             raise fail(str(exc)) from None
-        if retention_s < 3600:
-            raise fail(f"--retention {retention!r}: at least 1h (late frames of the last "
-                       "hour are still written)")
     with opened(db, retention_s) as store, user_errors():
-        deleted = prune_expired(store, time.time_ns())
+        try:
+            deleted, _ = prune_expired(store, time.time_ns())
+        except StoreError as exc:
+            again = "; try again (what was deleted stays deleted)" if exc.transient else ""
+            raise fail(f"{exc}{again}") from None
     if as_json:
         typer.echo(json.dumps({"deleted_rows": deleted, "retention_s": retention_s}))
         return

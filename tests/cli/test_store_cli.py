@@ -4,8 +4,11 @@ errors for bad options."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from fabricops.cli.main import app
@@ -95,3 +98,52 @@ def test_prune_deletes_what_is_past_the_retention(tmp_path: Path) -> None:
         store.stop()
     assert min(starts) == t0 + 3600 * 10**9
     assert len(starts) == 121
+
+
+@pytest.mark.parametrize(("flags", "retention_s", "upkeep"), [
+    ((), 7 * 86400.0, True), (("--retention", "30d", "--no-upkeep"), 30 * 86400.0, False)])
+def test_serve_pipeline_keeps_the_store_as_its_flags_say(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...],
+        retention_s: float, upkeep: bool) -> None:
+    from fabricops.cli import serve
+    from fabricops.core.topology import save_topology
+    from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
+    from fabricops.simulator.builders import leaf_spine
+
+    configs: list[PipelineServiceConfig] = []
+
+    class Recorded(PipelineService):
+        def __init__(self, config: PipelineServiceConfig, *args: Any, **kwargs: Any) -> None:
+            configs.append(config)
+            super().__init__(config, *args, **kwargs)
+
+    monkeypatch.setattr(serve, "PipelineService", Recorded)
+    save_topology(leaf_spine(gpus=16), tmp_path / "topology.json")
+    code, _, err = run("serve", "pipeline", "--topology", str(tmp_path / "topology.json"),
+                         "--bus", "memory", "--db", f"sqlite:///{tmp_path / 'f.db'}",
+                         "--duration", "0.2", *flags)
+    assert code == 0, err
+    assert [(c.store.retention_s, c.upkeep.enabled) for c in configs] == [
+        (retention_s, upkeep)]
+
+
+def test_prune_errors_are_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "fabricops.db"
+    url = f"sqlite:///{path}"
+    store = Store(StoreConfig(url=url))
+    store.start()
+    hours_of_frames(store, 3, 472_222 * 3600 * 10**9)
+    store.stop()
+    code, _, err = run("store", "prune", "--retention", "300000d", "--db", url)
+    assert code == 2
+    assert err.strip() == "error: --retention '300000d': at most 36500d"
+    writer = sqlite3.connect(path)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # another writer holds the lock
+        code, _, err = run("store", "prune", "--retention", "2h", "--db", url)
+    finally:
+        writer.rollback()
+        writer.close()
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert "database is locked; try again" in err
