@@ -6,7 +6,8 @@ first one ``interval_s`` after ``start``. A pass:
 1. merges (``segment_merge.merge_segments``), when ``merge`` is on: each
    stream's one-window segments of the spans that ended ``merge_after_s``
    before the stream's own newest data become one segment per
-   ``spans.span_s``, looking back ``spans.lookback_s``. Late frames for a span
+   ``spans.span_s``, looking back ``spans.lookback_s`` (at most the retention, when
+   pruning: what the prune deletes next is not merged first). Late frames for a span
    that recent are still written as usual; later ones are written beside the
    merged segment, never lost (see :mod:`.segment_merge`);
 2. prunes (``Store.prune``, in batches of rows, so writers wait one batch at
@@ -193,8 +194,12 @@ class StoreUpkeep:
         return out
 
     def _merge(self) -> MergeResult:
+        spans = self.config.spans
+        if self.config.prune and spans.lookback_s > self.store.config.retention_s:
+            # what the prune deletes next is not worth merging first
+            spans = spans.model_copy(update={"lookback_s": self.store.config.retention_s})
         result = merge_segments(self.store, age_ns=round(self.config.merge_after_s * S),
-                                config=self.config.spans, stop=self._stop.is_set)
+                                config=spans, stop=self._stop.is_set)
         m = self.metrics
         m.merged.inc(result.segments_in)
         m.spans.inc(result.spans)

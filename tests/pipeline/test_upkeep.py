@@ -89,9 +89,10 @@ def test_a_pass_merges_old_spans_and_deletes_what_is_past_the_retention(
         assert len(segments) == 6 * (3 - cutoff_h) + 61, "the last hour: one a minute"
         assert _points(store) == {t: v for t, v in before.items() if t >= cutoff}, \
             "every point since the cutoff kept, as it was"
-        assert (merged.segments_in, merged.spans) == (180, 18)
-        assert pruned == 6 * cutoff_h, "the ten-minute segments that ended before it"
-        assert _sample(reg, "fabricops_store_upkeep_merged_segments_total") == 180
+        assert (merged.segments_in, merged.spans) == (120, 12), \
+            "looking back the retention (2 h) from the merge's cutoff, not a day"
+        assert pruned == 60 + 6 * (cutoff_h - 1), "the first hour's, then ten-minute ones"
+        assert _sample(reg, "fabricops_store_upkeep_merged_segments_total") == 120
         assert _sample(reg, "fabricops_store_upkeep_pruned_rows_total") == pruned
         assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") > 0
         again, pruned_again = upkeep.run_once()
@@ -191,7 +192,7 @@ def test_the_thread_runs_passes_until_stopped_through_failed_steps(
         assert _wait(lambda: _sample(reg, "fabricops_store_upkeep_passes_total") >= 5)
         assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") >= 5
         assert liveness.dead_workers() == [], "a busy database is waited out"
-        assert _count(store) == 18 + 61, "the merges went on"
+        assert _count(store) == 60 + 12 + 61, "the merges went on"
         inside = threading.Event()
 
         def slow(*args: object, **kwargs: object) -> int:
