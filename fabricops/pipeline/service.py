@@ -51,7 +51,8 @@ class PipelineService:
         self.worker = PipelineWorker(config.worker, bus, self.store, reg,
                                      int_paths=IntPathBook(topology), liveness=liveness)
         self.sampling = SamplingController(config.sampling, bus, topology, reg)
-        self.upkeep = StoreUpkeep(config.upkeep, self.store, reg, liveness)
+        self.upkeep = StoreUpkeep(config.upkeep, self.store, reg, liveness,
+                                  owned=lambda: self.worker.windows.streams())
         self.worker.on_batch.append(self._observe)
 
     def _observe(self, events: Sequence[Event], now_ns: int) -> None:

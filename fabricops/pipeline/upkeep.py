@@ -30,9 +30,12 @@ last pass whose steps all went through. The thread ends only on ``stop`` or by
 giving up; when it gives up, ``Liveness`` names it dead (``/ready``) and the
 command exits non-zero.
 
-Several processes may keep one store: a merge skips a span another writer
-changed, and pruning is idempotent; one of them doing it is enough. The merge
-runs in the pipeline's process and shares its interpreter lock with ingest.
+With ``owned`` (the pipeline's: the streams its worker is consuming), a pass
+merges only those streams, so workers sharing a store split the merging as
+they split the partitions; a stream nobody consumes any more keeps its last
+hour unmerged. Several processes may keep one store: a merge skips a span
+another writer changed, and pruning is idempotent. The merge runs in the
+pipeline's process and shares its interpreter lock with ingest.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -108,9 +111,11 @@ class StoreUpkeep:
 
     def __init__(self, config: UpkeepConfig, store: Store,
                  registry: CollectorRegistry | None = None, liveness: Liveness | None = None,
-                 clock_ns: Callable[[], int] = time.time_ns) -> None:
+                 clock_ns: Callable[[], int] = time.time_ns,
+                 owned: Callable[[], Collection[tuple[str, str]]] | None = None) -> None:
         self.config = config
         self.store = store
+        self.owned = owned
         self.liveness = liveness
         self.clock_ns = clock_ns
         self.metrics = UpkeepMetrics(registry if registry is not None else CollectorRegistry())
@@ -199,7 +204,8 @@ class StoreUpkeep:
             # what the prune deletes next is not worth merging first
             spans = spans.model_copy(update={"lookback_s": self.store.config.retention_s})
         result = merge_segments(self.store, age_ns=round(self.config.merge_after_s * S),
-                                config=spans, stop=self._stop.is_set)
+                                config=spans, stop=self._stop.is_set,
+                                only=None if self.owned is None else self.owned())
         m = self.metrics
         m.merged.inc(result.segments_in)
         m.spans.inc(result.spans)

@@ -99,6 +99,15 @@ class WindowBook:
         if before_ts_ns > self.written_before.get(window.key, 0):
             self.written_before[window.key] = before_ts_ns
 
+    def streams(self) -> frozenset[StreamKey]:
+        """The streams with an open window: the ones being consumed. Safe to call from
+        another thread (a copy, taken again if the worker changed the book meanwhile)."""
+        while True:
+            try:
+                return frozenset(self.open)
+            except RuntimeError:  # changed size while it was copied
+                continue
+
     def all(self) -> Iterator[Window]:
         return itertools.chain(list(self.complete.values()), list(self.open.values()))
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
+from fabricops.core.frame import Frame
 from fabricops.core.liveness import Liveness
 from fabricops.core.membus import MemoryBus
 from fabricops.pipeline.keyframe import decode_block
@@ -26,7 +27,7 @@ from fabricops.pipeline.upkeep import (
 )
 from fabricops.store.store import Store, StoreConfig, StoreError
 
-from .conftest import UPKEEP_T0, hours_of_frames
+from .conftest import UPKEEP_T0, hours_of_frames, messages
 
 S = 10**9
 H = 3600 * S
@@ -260,6 +261,42 @@ def test_a_merge_asked_to_stop_ends_at_the_next_stream(tmp_path: Path) -> None:
         assert merge_segments(store, age_ns=H).spans == 18, "leaf-9 on the next run"
     finally:
         store.stop()
+
+
+def test_a_pass_merges_only_the_streams_its_worker_consumes(tmp_path: Path) -> None:
+    store = _four_hours(tmp_path)
+    try:
+        hours_of_frames(store, 4, device="leaf-1")
+        upkeep = StoreUpkeep(UpkeepConfig(prune=False), store, clock_ns=lambda: T0 + 4 * H,
+                             owned=lambda: {("leaf-1", "gnmi")})
+        merged, _ = upkeep.run_once()
+        assert merged is not None
+        assert merged.spans == 18, "leaf-1's spans that ended an hour before its newest"
+        by_device = {d: [s for s in store.segments(t0_ns=0, t1_ns=2**62) if s.device == d]
+                     for d in ("leaf-1", "leaf-9")}
+        assert (len(by_device["leaf-1"]), len(by_device["leaf-9"])) == (18 + 61, 241)
+    finally:
+        store.stop()
+
+
+def test_the_pipeline_service_merges_what_its_worker_consumes(tmp_path: Path) -> None:
+    bus = MemoryBus()
+    bus.start()
+    config = PipelineServiceConfig.model_validate({
+        "store": {"url": f"sqlite:///{tmp_path / 'f.db'}"}, "upkeep": {"enabled": False}})
+    service = PipelineService(config, bus)
+    service.start()
+    try:
+        assert service.upkeep.owned is not None
+        assert service.upkeep.owned() == frozenset()
+        now = time.time_ns()
+        service.worker.process(messages(*(
+            Frame.build(device, now, "gnmi", 1, [f"{device}:eth1"], ["in_octets"], [1])
+            for device in ("leaf-2", "leaf-3"))))
+        assert service.upkeep.owned() == {("leaf-2", "gnmi"), ("leaf-3", "gnmi")}
+    finally:
+        service.stop()
+        bus.stop()
 
 
 @pytest.mark.parametrize("enabled", [True, False])
