@@ -70,10 +70,12 @@ class PipelineService:
         """Stop consuming (the worker writes the windows it holds, open ones too) while
         the upkeep ends its batch in progress, then close the store."""
         self.upkeep.stopping()
-        self.worker.stop()
-        self.sampling.stop()
-        self.upkeep.stop()
-        self.store.stop()
+        try:
+            self.worker.stop()
+            self.sampling.stop()
+        finally:
+            self.upkeep.stop()
+            self.store.stop()
 
     def status(self) -> PipelineStatus:
         m = self.worker.metrics

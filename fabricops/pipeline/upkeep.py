@@ -12,23 +12,26 @@ first one ``interval_s`` after ``start``. A pass:
    merged segment, never lost (see :mod:`.segment_merge`);
 2. prunes (``Store.prune``, in batches of rows, so writers wait one batch at
    most), when ``prune`` is on: segments, events, INT paths and diagnosis
-   revisions that ended more than the store's ``retention_s`` before *now*.
-   Now is the wall clock or, if older, the median of the streams' newest
-   segment ends, and it advances at most twice as fast as time passes (plus an
-   hour) from one pass to the next. So a store of old data keeps its last
-   ``retention_s``, one device stamping far ahead moves nothing, and a clock
-   that jumps ahead, stamping the telemetry as well, does not delete a week at
-   once. A store without segments is not pruned.
+   revisions that ended more than the store's ``retention_s`` before *now*
+   (``retention_now``): the wall clock or, if older, the median newest segment
+   end of the live streams (those with data within the retention of the
+   newest). From one pass to the next, and from what the store held at
+   ``start``, now advances at most twice as fast as time passes, plus an
+   hour. So a store of old data keeps its last ``retention_s``, one device
+   stamping far ahead moves nothing, streams that stopped do not hold pruning
+   back, and a clock that jumps ahead while the pipeline runs does not delete a
+   week at once (one that jumped before it started, and had its telemetry
+   written, does). A store without segments is not pruned.
 
 ``run_once`` is that pass, called directly by tests. A step that fails is
 logged and counted in ``fabricops_store_upkeep_errors_total{step}``, and the
-other step and the next pass still run. A busy or unreachable database is
-waited out for as long as it lasts; a step that fails for another reason
-(a bug, a permission) ``GIVE_UP_AFTER`` passes in a row ends the thread.
+other step and the next pass still run: the upkeep never stops ingest.
 ``fabricops_store_upkeep_last_success_timestamp_seconds`` is the time of the
-last pass whose steps all went through. The thread ends only on ``stop`` or by
-giving up; when it gives up, ``Liveness`` names it dead (``/ready``) and the
-command exits non-zero.
+last pass whose steps all went through (the alert ``FabricopsStoreUpkeepBehind``
+reads it), ``fabricops_store_upkeep_prune_now_timestamp_seconds`` the now the
+last prune used. The thread ends only on ``stop``; if it ends otherwise (a bug
+outside the steps), ``Liveness`` names it dead (``/ready``) and the command
+exits non-zero.
 
 With ``owned`` (the pipeline's: the streams its worker is consuming), a pass
 merges only those streams, so workers sharing a store split the merging as
@@ -43,7 +46,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Final, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -58,9 +61,6 @@ WORKER: Final = "store-upkeep"
 """The name the thread has in ``Liveness`` (``/ready``)."""
 S: Final = 1_000_000_000
 STEPS: Final = ("merge", "prune")
-GIVE_UP_AFTER: Final = 3
-"""Passes in a row a step may fail for a reason other than a busy or unreachable
-database before the thread gives up (and the process exits non-zero)."""
 T = TypeVar("T")
 
 
@@ -99,6 +99,10 @@ class UpkeepMetrics:
                                registry=registry)
         self.pruned = Counter("fabricops_store_upkeep_pruned_rows",
                               "Rows deleted past the retention", registry=registry)
+        self.prune_now = Gauge("fabricops_store_upkeep_prune_now_timestamp_seconds",
+                               "The 'now' the last prune deleted up to the retention before "
+                               "(0: none yet); far behind the wall clock means pruning lags",
+                               registry=registry)
         self.last_success = Gauge("fabricops_store_upkeep_last_success_timestamp_seconds",
                                   "Wall-clock time of the last pass whose steps all went "
                                   "through (0: none yet)", registry=registry)
@@ -112,8 +116,10 @@ class StoreUpkeep:
     def __init__(self, config: UpkeepConfig, store: Store,
                  registry: CollectorRegistry | None = None, liveness: Liveness | None = None,
                  clock_ns: Callable[[], int] = time.time_ns,
-                 owned: Callable[[], Collection[tuple[str, str]]] | None = None) -> None:
+                 owned: Callable[[], Collection[tuple[str, str]]] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.config = config
+        self.monotonic = monotonic
         self.store = store
         self.owned = owned
         self.liveness = liveness
@@ -121,8 +127,6 @@ class StoreUpkeep:
         self.metrics = UpkeepMetrics(registry if registry is not None else CollectorRegistry())
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._failures = dict.fromkeys(STEPS, 0)
-        self._gave_up = ""
         self._pruned_at: tuple[int, float] | None = None  # (now used, monotonic s)
 
     def run_once(self) -> tuple[MergeResult | None, int | None]:
@@ -138,10 +142,12 @@ class StoreUpkeep:
         return merged, pruned
 
     def start(self) -> None:
-        """Run a pass every ``interval_s`` on a thread until ``stop`` (nothing if off)."""
+        """Note "now" as the store has it (the first prune advances from there), then run
+        a pass every ``interval_s`` on a thread until ``stop`` (nothing if off)."""
         if not self.config.enabled or self._thread is not None:
             return
         self._stop.clear()
+        self._seed()
         self._thread = threading.Thread(target=self._run, name=WORKER, daemon=True)
         if self.liveness is not None:
             self.liveness.alive(WORKER)
@@ -163,38 +169,43 @@ class StoreUpkeep:
         if self.liveness is not None:
             self.liveness.forget(WORKER)
 
+    def _seed(self) -> None:
+        if not self.config.prune:
+            return
+        try:
+            now = retention_now(self.store.segment_watermarks(), self.clock_ns(),
+                                self.store.config.retention_s)
+        except StoreError as exc:
+            log.warning("store upkeep: cannot read the store yet (%s); the first prune "
+                        "takes now as it finds it", exc)
+            return
+        if now:
+            self._pruned_at = (now, self.monotonic())
+
     def _run(self) -> None:
         try:
             while not self._stop.wait(self.config.interval_s):
                 self.run_once()
-                if self._gave_up:
-                    raise RuntimeError(self._gave_up)
-        except BaseException as exc:  # a step that keeps failing, or a bug around the steps
+        except BaseException as exc:  # run_once catches what a step raises: a bug around it
             log.exception("store upkeep: the thread ended; no more merges or pruning")
             if self.liveness is not None:
                 self.liveness.dead(WORKER, f"store upkeep thread ended: "
                                            f"{type(exc).__name__}: {exc}")
 
     def _step(self, step: str, work: Callable[[], T]) -> T | None:
-        """``work()``, or None if it failed. A transient StoreError (busy, unreachable) is
-        tried again next pass for as long as it lasts; any other failure
-        ``GIVE_UP_AFTER`` passes in a row makes the thread give up (``_gave_up``)."""
+        """``work()``, or None if it failed: logged and counted, tried again next pass.
+        A step that keeps failing never stops ingest; the alert on
+        ``last_success`` tells."""
         t0 = time.thread_time()
         try:
             out = work()
         except Exception as exc:
             self.metrics.errors.labels(step).inc()
             transient = isinstance(exc, StoreError) and exc.transient
-            self._failures[step] += 0 if transient else 1
-            log.exception("store upkeep: %s failed (%s); trying again in %g s", step,
-                          "transient" if transient else
-                          f"{self._failures[step]} of {GIVE_UP_AFTER} in a row",
+            log.exception("store upkeep: %s failed%s; trying again in %g s", step,
+                          " (database busy or away)" if transient else "",
                           self.config.interval_s)
-            if self._failures[step] >= GIVE_UP_AFTER:
-                self._gave_up = (f"{step} failed {GIVE_UP_AFTER} passes in a row, last: "
-                                 f"{type(exc).__name__}: {exc}")
             return None
-        self._failures[step] = 0
         log.debug("store upkeep: %s took %.2f CPU-s", step, time.thread_time() - t0)
         return out
 
@@ -218,16 +229,16 @@ class StoreUpkeep:
 
     def _prune(self) -> int:
         """``prune_expired``, with "now" advancing at most twice as fast as time passes
-        (plus an hour) from one pass to the next: a clock that jumps ahead, stamping
-        the telemetry as well, does not delete a week at once."""
+        (plus an hour) from the pass before, or from what the store held at ``start``."""
         now = self.clock_ns()
-        mono = time.monotonic()
+        mono = self.monotonic()
         if self._pruned_at is not None:
             last, then = self._pruned_at
             now = min(now, last + round((2 * (mono - then) + 3600) * S))
         deleted, used = prune_expired(self.store, now, stop=self._stop.is_set)
         if used:
             self._pruned_at = (used, mono)
+            self.metrics.prune_now.set(used / S)
         self.metrics.pruned.inc(deleted)
         if deleted:
             log.info("store upkeep: %d rows older than %g s deleted", deleted,
@@ -235,18 +246,29 @@ class StoreUpkeep:
         return deleted
 
 
+def retention_now(newest: Mapping[tuple[str, str], int], now_ns: int,
+                  retention_s: float) -> int:
+    """"Now" for the retention: ``now_ns`` or, if older, the median of the newest
+    segment ends of the live streams, those that ended within ``retention_s`` of the
+    newest (or of ``now_ns``, if older). 0 without a stream. One device stamping far
+    ahead does not move it; streams that stopped do not hold it back."""
+    if not newest:
+        return 0
+    top = min(now_ns, max(newest.values()))
+    live = sorted(t for t in newest.values() if t >= top - round(retention_s * S))
+    return min(now_ns, live[(len(live) - 1) // 2])
+
+
 def prune_expired(store: Store, now_ns: int, stop: Callable[[], bool] | None = None
                   ) -> tuple[int, int]:
-    """Delete what ended ``store.config.retention_s`` before "now": ``now_ns`` or, if
-    older, the median of the streams' newest segment ends (one device stamping far
-    ahead does not move it). (rows deleted, the now used; 0 when no segment is stored,
-    and then nothing is deleted.) ``stop`` as for ``Store.prune``."""
-    newest = sorted(store.segment_watermarks().values())
-    if not newest:
+    """Delete what ended ``store.config.retention_s`` before ``retention_now`` of the
+    store's streams and ``now_ns``: (rows deleted, the now used; 0 when no segment is
+    stored, and then nothing is deleted). ``stop`` as for ``Store.prune``."""
+    now = retention_now(store.segment_watermarks(), now_ns, store.config.retention_s)
+    if not now:
         return 0, 0
-    now = min(now_ns, newest[(len(newest) - 1) // 2])
     return store.prune(now_ns=now, stop=stop), now
 
 
-__all__ = ["GIVE_UP_AFTER", "WORKER", "StoreUpkeep", "UpkeepConfig", "UpkeepMetrics",
-           "prune_expired"]
+__all__ = ["WORKER", "StoreUpkeep", "UpkeepConfig", "UpkeepMetrics", "prune_expired",
+           "retention_now"]
