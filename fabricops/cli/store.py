@@ -91,9 +91,9 @@ def prune(db: Db = DEFAULT_DB,
     """Delete what is past the retention: segments, events, INT paths, diagnosis revisions.
 
     Actions and their log stay. "Now" is the wall clock or, if older, the
-    median of the streams' newest data: a store of old data (and nothing newer)
-    keeps its last --retention. Rows go in batches, so the pipeline keeps
-    writing meanwhile. The file does not shrink: the space is reused.
+    median newest data of the live streams: a store of old data (and nothing
+    newer) keeps its last --retention. Rows go in batches, so the pipeline
+    keeps writing meanwhile. The file does not shrink: the space is reused.
     """
     import time
 
