@@ -173,7 +173,8 @@ def pending_actions(dialect: str) -> Select[Any]:
 
 def prune(cutoff_ns: int, batch: int) -> dict[str, Delete]:
     """Per table, the statement deleting up to ``batch`` rows that ended before
-    ``cutoff_ns`` (found through the table's time index)."""
+    ``cutoff_ns`` (found through the table's time index; staged frames, a table
+    only older versions wrote, have none)."""
     ends: tuple[tuple[str, Any, Any], ...] = (
         ("segments", SegmentRow, SegmentRow.t_end_ns),
         ("events", EventRow, EventRow.ts_ns),
