@@ -34,9 +34,11 @@ from fabricops.cli.serve_common import (
     GnmiTlsKey,
     GnmiUsername,
     MetricsPort,
+    Retention,
     Seconds,
     checked_bus,
     checked_gnmi_security,
+    checked_retention,
     start_bus,
     start_metrics,
 )
@@ -74,6 +76,7 @@ def up(
         "--tick", min=0.001, max=60, help="Simulated seconds per twin tick (default: the "
         "scenario's; 0.1 resolves sub-second episodes such as a short PFC storm)")] = None,
     duration: Seconds = 0.0,
+    retention: Retention = "7d",
     bus_kind: BusKind = "memory",
     bootstrap: Bootstrap = "127.0.0.1:9092",
     snmp_interval: Annotated[float, typer.Option(min=0.1, help="SNMP poll interval, s")] = 10.0,
@@ -154,6 +157,7 @@ def up(
             raise fail(f"--actuator {actuator}: must be one of {', '.join(ACTUATORS)}")
         live = live_scenario(scenario, preset, tick)
         checked_db(db)
+        retention_s = checked_retention(retention)
         alerts = checked_alerts(alerts_file)
         hook = checked_webhook(webhook, webhook_secret) if webhook else None
         bus_config = checked_bus(bus_kind, bootstrap)
@@ -175,7 +179,7 @@ def up(
             "gnmi": {"host": LOOPBACK, "port": gnmi_port, **security.target_fields()},
             "int_exporter": {"collector_host": LOOPBACK, "collector_port": int_port}}))
         stack = _start_stack(running, fabric, bus_config, db, receivers, mode=remediation,
-                             actuator=actuator, security=security)
+                             actuator=actuator, security=security, retention_s=retention_s)
         api = start_fabric_api(running, stack.analysis.store, fabric, host=api_host,
                                port=api_port, token=make_token(api_token))
         console.print(f"API on {api.url} (docs {api.url}/docs, metrics {api.url}/metrics); "
@@ -205,7 +209,7 @@ class _Stack:
 
 def _start_stack(running: Running, fabric: SimulatedFabric, bus_config: BusConfig, db: str,
                  receivers: AlertsConfig, *, mode: ActionMode, actuator: str,
-                 security: GnmiSecurity) -> _Stack:
+                 security: GnmiSecurity, retention_s: float) -> _Stack:
     """Bus, pipeline, fabric, analysis, alerts, collectors and metrics, in that order.
 
     ``running`` stops them in the reverse one, the bus drained once the
@@ -213,7 +217,8 @@ def _start_stack(running: Running, fabric: SimulatedFabric, bus_config: BusConfi
     topology = fabric.sim.fabric.topology
     bus = start_bus(running, bus_config)
     pipeline = PipelineService(PipelineServiceConfig.model_validate(
-        {"store": {"url": db}}), bus, topology, running.registry, running.liveness)
+        {"store": {"url": db, "retention_s": retention_s}}), bus, topology, running.registry,
+        running.liveness)
     with named("--db", pipeline.store.url):
         pipeline.start()
     running.started(pipeline.stop)

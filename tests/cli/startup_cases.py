@@ -74,6 +74,8 @@ CASES = (
     Case("up: INT port taken", _up("--int-port", "{port}"), ("--int-port", "{port}", "in use"),
          taken="udp"),
     Case("up: db URL not a URL", _up("--db", "nonsense"), ("--db", "nonsense")),
+    Case("up: retention too long", _up("--retention", "40000d"),
+         ("--retention", "40000d", "at most 36500d")),
     Case("up: db URL of another database", _up("--db", "mysql://db/x"),
          ("--db", "mysql://db/x", "only sqlite")),
     Case("serve rca: Kafka away", _serve("rca", "--bus", "kafka", "-b", "127.0.0.1:{port}"),
