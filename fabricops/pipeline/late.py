@@ -25,6 +25,7 @@ import numpy as np
 
 from fabricops.core.frame import Frame, Source
 from fabricops.pipeline.keyframe import SeriesBlock, decode_block
+from fabricops.pipeline.segment_merge import MAX_SPAN_S
 from fabricops.store.records import SegmentRecord
 from fabricops.store.store import Store
 
@@ -81,12 +82,12 @@ class Held:
         return rows[lead:]
 
 
-def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int,
-                reach_ns: int) -> Held:
-    """What the store holds of one stream's window [t0_ns, t1_ns) (see ``Held``);
-    ``reach_ns`` is the longest a stored segment can be (``segment_merge.MAX_SPAN_S``
-    plus a window)."""
+def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int) -> Held:
+    """What the store holds of one stream's window [t0_ns, t1_ns) (see ``Held``), from
+    the segments that may reach into it: the longest starts ``MAX_SPAN_S`` plus a window
+    before it."""
     held = Held({}, set())
+    reach_ns = round(MAX_SPAN_S * 1e9) + (t1_ns - t0_ns)
     for seg in store.window_segments(device=device, source=source, t0_ns=t0_ns,
                                      t1_ns=t1_ns, reach_ns=reach_ns):
         block = decode_block(seg.payload)
@@ -100,7 +101,7 @@ def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int,
     return held
 
 
-def correct_windows(store: Store, late: Sequence[Frame], window_ns: int, reach_ns: int,
+def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
                     segment_of: Callable[[str, str, list[Frame]], SegmentRecord]) -> Correction:
     """Merge ``late`` frames into their stored windows (see the module docstring); a
     window a merged segment covers gets a segment of its own beside it, with the frames
@@ -112,7 +113,7 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int, reach_n
     done = Correction()
     for (device, source, index), frames in sorted(groups.items()):
         t0, t1 = index * window_ns, (index + 1) * window_ns
-        have = held_frames(store, device, source, t0, t1, reach_ns)
+        have = held_frames(store, device, source, t0, t1)
         new = {}
         for f in frames:
             if have.has(f.ts_ns) or f.ts_ns in new:

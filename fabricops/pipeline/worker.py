@@ -62,7 +62,6 @@ from fabricops.pipeline.intake import (
     segment_of,
 )
 from fabricops.pipeline.late import correct_windows, held_frames
-from fabricops.pipeline.segment_merge import MAX_SPAN_S
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.windows import (
     NO_ORIGIN,
@@ -134,8 +133,6 @@ class PipelineWorker:
         self._streams: dict[StreamKey, SeriesStream] = {}
         self._intake = FrameIntake()
         self._kf_ns = round(config.keyframe_interval_s * 1e9)
-        # how far back a stored segment holding a window's samples can start
-        self._reach_ns = round(MAX_SPAN_S * 1e9) + self._kf_ns
         self.windows = WindowBook(self._kf_ns)
         self._late: list[Frame] = []
         self._warn = ThrottledLog(log)
@@ -355,8 +352,7 @@ class PipelineWorker:
         self._write_complete(result, budget_s)
         if self._late:
             late, self._late = self._late, []
-            fixed = correct_windows(self.store, late, self._kf_ns, self._reach_ns,
-                                    segment_of)
+            fixed = correct_windows(self.store, late, self._kf_ns, segment_of)
             result.late += fixed.stored
             result.segments += fixed.windows
             if fixed.duplicates:
@@ -378,8 +374,7 @@ class PipelineWorker:
             device, source = window.key
             t0 = window.index * self._kf_ns
             # what the store holds of it: written at a stop, or by another owner
-            held = held_frames(self.store, device, source, t0, t0 + self._kf_ns,
-                               self._reach_ns)
+            held = held_frames(self.store, device, source, t0, t0 + self._kf_ns)
             frames = {**held.within, **{f.ts_ns: f for f in window.frames}}
             rows = held.to_write(frames)
             segments = [segment_of(device, source, rows)] if rows else []

@@ -19,7 +19,6 @@ from fabricops.pipeline.keyframe import SeriesBlock, decode_block, encode_block
 from fabricops.pipeline.keyframe_block import gauge_bounds
 from fabricops.pipeline.late import Held, correct_windows
 from fabricops.pipeline.segment_merge import (
-    MAX_SPAN_S,
     MergeConfig,
     merge_blocks,
     merge_segments,
@@ -215,12 +214,11 @@ def test_windows_that_do_not_divide_the_span_are_merged_too(store: Store) -> Non
 
 
 W = 60 * S
-REACH = round(MAX_SPAN_S * S) + W
 SPAN = MergeConfig(span_s=120)
 
 
 def _late(store: Store, *frames: Frame) -> None:
-    correct_windows(store, list(frames), W, REACH, segment_of)
+    correct_windows(store, list(frames), W, segment_of)
 
 
 def _window(store: Store, *times: int) -> None:
