@@ -32,7 +32,7 @@ Contract:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -176,19 +176,21 @@ def merge_segments(store: Store, *, older_than_ns: int = 2**63 - 1, age_ns: int 
                    config: MergeConfig | None = None,
                    progress: Callable[[int, int], None] | None = None,
                    stop: Callable[[], bool] | None = None,
-                   only: Collection[tuple[str, str]] | None = None) -> MergeResult:
+                   only: Collection[tuple[str, str]] | None = None,
+                   watermarks: Mapping[tuple[str, str], int] | None = None) -> MergeResult:
     """Merge, stream by stream, the spans that ended before ``older_than_ns`` and
     ``age_ns`` before the stream's own newest segment end (a stream that lags keeps its
     recent windows), looking back ``config.lookback_s`` (see the module docstring).
     ``progress(streams done, streams)`` is called after each stream; once ``stop()`` is
     true, the spans prepared are written and the run ends (the rest waits for the next
-    one). ``only``: just these (device, source) streams. Memory holds one stream's
+    one). ``only``: just these (device, source) streams. ``watermarks``: the store's
+    ``segment_watermarks``, if the caller has read them. Memory holds one stream's
     segment heads and ``config.batch`` spans."""
     config = config or MergeConfig()
     span_ns = round(config.span_s * S)
     result = MergeResult()
-    streams = sorted(item for item in store.segment_watermarks().items()
-                     if only is None or item[0] in only)
+    marks = store.segment_watermarks() if watermarks is None else watermarks
+    streams = sorted(item for item in marks.items() if only is None or item[0] in only)
     pending: list[tuple[SegmentMerge, int]] = []
     for done, ((device, source), newest) in enumerate(streams, 1):
         if stop is not None and stop():

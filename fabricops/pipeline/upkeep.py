@@ -53,13 +53,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.liveness import Liveness
-from fabricops.pipeline.segment_merge import MergeConfig, MergeResult, merge_segments
+from fabricops.pipeline.segment_merge import MergeConfig, MergeResult, S, merge_segments
 from fabricops.store.store import Store, StoreError
 
 log = logging.getLogger(__name__)
 WORKER: Final = "store-upkeep"
 """The name the thread has in ``Liveness`` (``/ready``)."""
-S: Final = 1_000_000_000
 STEPS: Final = ("merge", "prune")
 T = TypeVar("T")
 
@@ -128,10 +127,12 @@ class StoreUpkeep:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._pruned_at: tuple[int, float] | None = None  # (now used, monotonic s)
+        self._marks: dict[tuple[str, str], int] | None = None  # this pass's watermarks
 
     def run_once(self) -> tuple[MergeResult | None, int | None]:
         """One pass: (what the merge did, rows pruned), None for a step that is off,
         failed (logged and counted) or was not reached before ``stop``."""
+        self._marks = None
         merged = self._step("merge", self._merge) if self.config.merge else None
         pruned = self._step("prune", self._prune) \
             if self.config.prune and not self._stop.is_set() else None
@@ -209,6 +210,13 @@ class StoreUpkeep:
         log.debug("store upkeep: %s took %.2f CPU-s", step, time.thread_time() - t0)
         return out
 
+    def _watermarks(self) -> dict[tuple[str, str], int]:
+        """The store's per-stream newest segment ends, read once a pass (a step whose
+        read failed leaves it to the next step to read)."""
+        if self._marks is None:
+            self._marks = self.store.segment_watermarks()
+        return self._marks
+
     def _merge(self) -> MergeResult:
         spans = self.config.spans
         if self.config.prune and spans.lookback_s > self.store.config.retention_s:
@@ -216,7 +224,8 @@ class StoreUpkeep:
             spans = spans.model_copy(update={"lookback_s": self.store.config.retention_s})
         result = merge_segments(self.store, age_ns=round(self.config.merge_after_s * S),
                                 config=spans, stop=self._stop.is_set,
-                                only=None if self.owned is None else self.owned())
+                                only=None if self.owned is None else self.owned(),
+                                watermarks=self._watermarks())
         m = self.metrics
         m.merged.inc(result.segments_in)
         m.spans.inc(result.spans)
@@ -235,7 +244,8 @@ class StoreUpkeep:
         if self._pruned_at is not None:
             last, then = self._pruned_at
             now = min(now, last + round((2 * (mono - then) + 3600) * S))
-        deleted, used = prune_expired(self.store, now, stop=self._stop.is_set)
+        deleted, used = prune_expired(self.store, now, stop=self._stop.is_set,
+                                      watermarks=self._watermarks())
         if used:
             self._pruned_at = (used, mono)
             self.metrics.prune_now.set(used / S)
@@ -259,12 +269,15 @@ def retention_now(newest: Mapping[tuple[str, str], int], now_ns: int,
     return min(now_ns, live[(len(live) - 1) // 2])
 
 
-def prune_expired(store: Store, now_ns: int, stop: Callable[[], bool] | None = None
+def prune_expired(store: Store, now_ns: int, stop: Callable[[], bool] | None = None,
+                  watermarks: Mapping[tuple[str, str], int] | None = None
                   ) -> tuple[int, int]:
     """Delete what ended ``store.config.retention_s`` before ``retention_now`` of the
     store's streams and ``now_ns``: (rows deleted, the now used; 0 when no segment is
-    stored, and then nothing is deleted). ``stop`` as for ``Store.prune``."""
-    now = retention_now(store.segment_watermarks(), now_ns, store.config.retention_s)
+    stored, and then nothing is deleted). ``stop`` as for ``Store.prune``;
+    ``watermarks`` as for ``segment_merge.merge_segments``."""
+    marks = store.segment_watermarks() if watermarks is None else watermarks
+    now = retention_now(marks, now_ns, store.config.retention_s)
     if not now:
         return 0, 0
     return store.prune(now_ns=now, stop=stop), now
