@@ -37,12 +37,12 @@ Seconds = Annotated[float, typer.Option(
     "--duration", min=0, help="Stop after this many wall seconds (0: run until stopped)")]
 Retention = Annotated[str, typer.Option(
     "--retention", envvar="FABRICOPS_RETENTION",
-    help="Delete telemetry older than this before now (or before the newest stored, if "
-         "older): 12h, 7d, 30d")]
+    help="Delete telemetry older than this before now (or before the live streams' "
+         "newest data, if older): 12h, 7d, 30d")]
 Upkeep = Annotated[bool, typer.Option(
     "--upkeep/--no-upkeep", envvar="FABRICOPS_UPKEEP",
-    help="Every 10 minutes merge segments older than an hour and delete what is past "
-         "--retention. Several pipelines on one store: one with it is enough")]
+    help="Every 10 minutes merge this pipeline's segments older than an hour and delete "
+         "what is past --retention (off: leave both to a timer)")]
 
 
 #: Where ``--metrics-port`` listens (every address, as Prometheus scrapes from outside).

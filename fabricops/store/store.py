@@ -90,6 +90,8 @@ def _merge_one(m: SegmentMerge, conn: Connection) -> int:
     if insert_rows(conn, SEGMENTS, [queries.segment_row(m.new)], key=SEGMENT_KEY) != 1:
         raise _Changed
     return len(gone)
+
+
 __all__ = ["ActionConflict", "ActionNotFound", "Store", "StoreConfig", "StoreError"]
 
 
