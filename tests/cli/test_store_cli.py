@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from typer.testing import CliRunner
 
 from fabricops.cli.main import app
+from fabricops.store.records import SegmentRecord
 from fabricops.store.store import Store, StoreConfig
 from tests.pipeline.conftest import Feed, hours_of_frames, small_sim
 
 ENV = {"COLUMNS": "80", "FORCE_COLOR": ""}
+T = TypeVar("T")
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -23,14 +26,26 @@ def run(*args: str) -> tuple[int, str, str]:
     return result.exit_code, result.stdout, result.stderr
 
 
-def test_merge_then_read_the_same_series(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'fabricops.db'}"
+def _with_store(url: str, work: Callable[[Store], T]) -> T:
+    """``work`` on the store at ``url``, started for it and stopped after."""
     store = Store(StoreConfig(url=url))
     store.start()
+    try:
+        return work(store)
+    finally:
+        store.stop()
+
+
+def _fed(store: Store) -> None:
+    """200 s of the small simulated fabric, written by a worker."""
     feed = Feed(small_sim(), store)
     feed.run(200)
     feed.worker.flush()
-    store.stop()
+
+
+def test_merge_then_read_the_same_series(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'fabricops.db'}"
+    _with_store(url, _fed)
     query = ("query", "series", "leaf-0-0:eth1", "out_octets", "--db", url, "--json")
     code, before, _ = run(*query)
     assert code == 0
@@ -61,14 +76,13 @@ def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
 def test_prune_deletes_what_is_older_than_the_retention_before_the_newest_data(
         tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fabricops.db'}"
-    store = Store(StoreConfig(url=url))
-    store.start()
-    feed = Feed(small_sim(), store)
-    feed.run(200)
-    feed.worker.flush()
-    newest = store.newest_ns()
-    old = [s for s in store.segments(t0_ns=0, t1_ns=2**62) if s.t_end_ns < newest - 3600e9]
-    store.stop()
+
+    def fed_then_old(store: Store) -> list[SegmentRecord]:
+        _fed(store)
+        newest = store.newest_ns()
+        return [s for s in store.segments(t0_ns=0, t1_ns=2**62) if s.t_end_ns < newest - 3600e9]
+
+    old = _with_store(url, fed_then_old)
     assert old == [], "the simulated run is shorter than the retention"
     code, out, _ = run("store", "prune", "--retention", "1h", "--db", url)
     assert (code, out.strip()) == (0, "nothing older than 1h"), \
@@ -84,18 +98,11 @@ def test_prune_deletes_what_is_older_than_the_retention_before_the_newest_data(
 def test_prune_deletes_what_is_past_the_retention(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'fabricops.db'}"
     t0 = 472_222 * 3600 * 10**9  # 2023-11-14 22:00 UTC
-    store = Store(StoreConfig(url=url))
-    store.start()
-    hours_of_frames(store, 3, t0)
-    store.stop()
+    _with_store(url, lambda store: hours_of_frames(store, 3, t0))
     code, out, _ = run("store", "prune", "--retention", "2h", "--db", url)
     assert (code, out.strip()) == (0, "deleted 60 rows older than 2h")
-    store = Store(StoreConfig(url=url))
-    store.start()
-    try:
-        starts = [s.t_start_ns for s in store.segments(t0_ns=0, t1_ns=2**62)]
-    finally:
-        store.stop()
+    starts = _with_store(url, lambda store: [s.t_start_ns
+                                             for s in store.segments(t0_ns=0, t1_ns=2**62)])
     assert min(starts) == t0 + 3600 * 10**9
     assert len(starts) == 121
 
@@ -130,10 +137,7 @@ def test_serve_pipeline_keeps_the_store_as_its_flags_say(
 def test_prune_errors_are_one_line(tmp_path: Path) -> None:
     path = tmp_path / "fabricops.db"
     url = f"sqlite:///{path}"
-    store = Store(StoreConfig(url=url))
-    store.start()
-    hours_of_frames(store, 3, 472_222 * 3600 * 10**9)
-    store.stop()
+    _with_store(url, lambda store: hours_of_frames(store, 3, 472_222 * 3600 * 10**9))
     code, _, err = run("store", "prune", "--retention", "300000d", "--db", url)
     assert code == 2
     assert err.strip() == "error: --retention '300000d': at most 36500d"

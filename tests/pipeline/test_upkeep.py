@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -43,13 +43,15 @@ def _points(store: Store) -> dict[int, tuple[int, ...]]:
     return out
 
 
-def _four_hours(tmp_path: Path) -> Store:
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
     """A store holding a frame every 20 s from T0 to T0 + 4 h (a segment per minute), kept
-    2 h."""
-    store = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}", retention_s=7200))
-    store.start()
-    hours_of_frames(store, 4)
-    return store
+    2 h; stopped after the test."""
+    started = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}", retention_s=7200))
+    started.start()
+    hours_of_frames(started, 4)
+    yield started
+    started.stop()
 
 
 def _upkeep(store: Store, clock_ns: Callable[[], int], registry: CollectorRegistry,
@@ -71,93 +73,72 @@ def _count(store: Store) -> int:
 @pytest.mark.parametrize(("wall_h", "cutoff_h"), [(10, 2), (3, 1)],
                          ids=["a store of old data keeps its last 2 h", "the wall clock"])
 def test_a_pass_merges_old_spans_and_deletes_what_is_past_the_retention(
-        tmp_path: Path, wall_h: int, cutoff_h: int) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        before = _points(store)
-        assert _count(store) == 241
-        reg = CollectorRegistry()
-        upkeep = _upkeep(store, lambda: T0 + wall_h * H, reg)
-        merged, pruned = upkeep.run_once()
-        assert merged is not None
-        assert pruned is not None
-        segments = store.segments(t0_ns=0, t1_ns=2**62)
-        cutoff = T0 + cutoff_h * H
-        assert min(s.t_end_ns for s in segments) >= cutoff, "nothing ends before the cutoff"
-        assert [s.t_start_ns < T0 + 3 * H for s in segments].count(True) == \
-            6 * (3 - cutoff_h), "what ended an hour before the newest data: ten-minute spans"
-        assert len(segments) == 6 * (3 - cutoff_h) + 61, "the last hour: one a minute"
-        assert _points(store) == {t: v for t, v in before.items() if t >= cutoff}, \
-            "every point since the cutoff kept, as it was"
-        assert (merged.segments_in, merged.spans) == (120, 12), \
-            "looking back the retention (2 h) from the merge's cutoff, not a day"
-        assert pruned == 60 + 6 * (cutoff_h - 1), "the first hour's, then ten-minute ones"
-        assert _sample(reg, "fabricops_store_upkeep_merged_segments_total") == 120
-        assert _sample(reg, "fabricops_store_upkeep_pruned_rows_total") == pruned
-        assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") > 0
-        again, pruned_again = upkeep.run_once()
-        assert again is not None
-        assert (again.spans, pruned_again) == (0, 0), "idempotent"
-    finally:
-        store.stop()
+        store: Store, wall_h: int, cutoff_h: int) -> None:
+    before = _points(store)
+    assert _count(store) == 241
+    reg = CollectorRegistry()
+    upkeep = _upkeep(store, lambda: T0 + wall_h * H, reg)
+    merged, pruned = upkeep.run_once()
+    assert merged is not None
+    assert pruned is not None
+    segments = store.segments(t0_ns=0, t1_ns=2**62)
+    cutoff = T0 + cutoff_h * H
+    assert min(s.t_end_ns for s in segments) >= cutoff, "nothing ends before the cutoff"
+    assert [s.t_start_ns < T0 + 3 * H for s in segments].count(True) == \
+        6 * (3 - cutoff_h), "what ended an hour before the newest data: ten-minute spans"
+    assert len(segments) == 6 * (3 - cutoff_h) + 61, "the last hour: one a minute"
+    assert _points(store) == {t: v for t, v in before.items() if t >= cutoff}, \
+        "every point since the cutoff kept, as it was"
+    assert (merged.segments_in, merged.spans) == (120, 12), \
+        "looking back the retention (2 h) from the merge's cutoff, not a day"
+    assert pruned == 60 + 6 * (cutoff_h - 1), "the first hour's, then ten-minute ones"
+    assert _sample(reg, "fabricops_store_upkeep_merged_segments_total") == 120
+    assert _sample(reg, "fabricops_store_upkeep_pruned_rows_total") == pruned
+    assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") > 0
+    again, pruned_again = upkeep.run_once()
+    assert again is not None
+    assert (again.spans, pruned_again) == (0, 0), "idempotent"
 
 
-def test_one_stream_stamped_far_ahead_does_not_move_now(tmp_path: Path) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        hours_of_frames(store, 0.1, T0 + 8 * 24 * H, device="leaf-1")
-        deleted, now = prune_expired(store, T0 + 4 * H)
-        assert now == T0 + 4 * H, "the median of the live streams' newest data"
-        assert deleted == 120, "what ended 2 h before leaf-9's newest, not a week of it"
-        assert {s.device for s in store.segments(t0_ns=0, t1_ns=2**62)} == {"leaf-9", "leaf-1"}
-    finally:
-        store.stop()
+def test_one_stream_stamped_far_ahead_does_not_move_now(store: Store) -> None:
+    hours_of_frames(store, 0.1, T0 + 8 * 24 * H, device="leaf-1")
+    deleted, now = prune_expired(store, T0 + 4 * H)
+    assert now == T0 + 4 * H, "the median of the live streams' newest data"
+    assert deleted == 120, "what ended 2 h before leaf-9's newest, not a week of it"
+    assert {s.device for s in store.segments(t0_ns=0, t1_ns=2**62)} == {"leaf-9", "leaf-1"}
 
 
-def test_now_is_the_median_of_the_live_streams(tmp_path: Path) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        hours_of_frames(store, 3.5, device="leaf-2")
-        hours_of_frames(store, 5, device="leaf-1")
-        deleted, now = prune_expired(store, T0 + 30 * 24 * H)
-        assert now == T0 + 4 * H, "of 3.5 h, 4 h and 5 h: neither the oldest nor the newest"
-        assert deleted == 3 * 120
-    finally:
-        store.stop()
+def test_now_is_the_median_of_the_live_streams(store: Store) -> None:
+    hours_of_frames(store, 3.5, device="leaf-2")
+    hours_of_frames(store, 5, device="leaf-1")
+    deleted, now = prune_expired(store, T0 + 30 * 24 * H)
+    assert now == T0 + 4 * H, "of 3.5 h, 4 h and 5 h: neither the oldest nor the newest"
+    assert deleted == 3 * 120
 
 
-def test_streams_that_stopped_do_not_hold_pruning_back(tmp_path: Path) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        for device in ("leaf-1", "leaf-2"):  # stopped after 6 minutes, long ago
-            hours_of_frames(store, 0.1, device=device)
-        deleted, now = prune_expired(store, T0 + 4 * H)
-        assert now == T0 + 4 * H, "leaf-9 is the only live stream"
-        assert deleted == 120 + 7 + 7, "leaf-9's first two hours, and the stopped streams"
-        assert {s.device for s in store.segments(t0_ns=0, t1_ns=2**62)} == {"leaf-9"}
-    finally:
-        store.stop()
+def test_streams_that_stopped_do_not_hold_pruning_back(store: Store) -> None:
+    for device in ("leaf-1", "leaf-2"):  # stopped after 6 minutes, long ago
+        hours_of_frames(store, 0.1, device=device)
+    deleted, now = prune_expired(store, T0 + 4 * H)
+    assert now == T0 + 4 * H, "leaf-9 is the only live stream"
+    assert deleted == 120 + 7 + 7, "leaf-9's first two hours, and the stopped streams"
+    assert {s.device for s in store.segments(t0_ns=0, t1_ns=2**62)} == {"leaf-9"}
 
 
-def test_now_advances_at_most_twice_as_fast_as_passes_go(tmp_path: Path) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        clock, mono = [T0 + 4 * H], [0.0]
-        upkeep = StoreUpkeep(UpkeepConfig(merge=False), store, clock_ns=lambda: clock[0],
-                             monotonic=lambda: mono[0])
-        assert upkeep.run_once()[1] == 120
-        clock[0] = T0 + 8 * 24 * H  # the clock jumps, and stamps the telemetry too
-        hours_of_frames(store, 0.1, clock[0])
-        assert upkeep.run_once()[1] == 60, "at once: now moved an hour, not eight days"
-        mono[0] = 1800.0
-        assert upkeep.run_once()[1] == 61, "half an hour later: two hours more (2 x 30 min + 1 h)"
-        assert min(s.t_end_ns for s in store.segments(t0_ns=0, t1_ns=2**62)) > T0 + 4 * H
-    finally:
-        store.stop()
+def test_now_advances_at_most_twice_as_fast_as_passes_go(store: Store) -> None:
+    clock, mono = [T0 + 4 * H], [0.0]
+    upkeep = StoreUpkeep(UpkeepConfig(merge=False), store, clock_ns=lambda: clock[0],
+                         monotonic=lambda: mono[0])
+    assert upkeep.run_once()[1] == 120
+    clock[0] = T0 + 8 * 24 * H  # the clock jumps, and stamps the telemetry too
+    hours_of_frames(store, 0.1, clock[0])
+    assert upkeep.run_once()[1] == 60, "at once: now moved an hour, not eight days"
+    mono[0] = 1800.0
+    assert upkeep.run_once()[1] == 61, "half an hour later: two hours more (2 x 30 min + 1 h)"
+    assert min(s.t_end_ns for s in store.segments(t0_ns=0, t1_ns=2**62)) > T0 + 4 * H
 
 
-def test_the_first_prune_advances_from_what_the_store_held_at_start(tmp_path: Path) -> None:
-    store = _four_hours(tmp_path)
+def test_the_first_prune_advances_from_what_the_store_held_at_start(store: Store) -> None:
     upkeep = StoreUpkeep(UpkeepConfig(interval_s=3600, merge=False), store,
                          clock_ns=lambda: T0 + 8 * 24 * H, monotonic=lambda: 0.0)
     try:
@@ -166,7 +147,6 @@ def test_the_first_prune_advances_from_what_the_store_held_at_start(tmp_path: Pa
         assert upkeep.run_once()[1] == 180, "an hour past the store's now at start"
     finally:
         upkeep.stop()
-        store.stop()
 
 
 def _failing(error: Exception) -> Callable[..., object]:
@@ -176,36 +156,32 @@ def _failing(error: Exception) -> Callable[..., object]:
 
 
 def test_a_failed_step_is_counted_and_the_other_and_the_next_pass_still_run(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        store: Store, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        reg = CollectorRegistry()
-        upkeep = _upkeep(store, lambda: T0 + 10 * H, reg)
-        busy = StoreError("segment_heads on sqlite: database is locked", transient=True)
-        with monkeypatch.context() as patch:
-            patch.setattr(store, "segment_heads", _failing(busy))
-            merged, pruned = upkeep.run_once()
-        assert merged is None
-        assert pruned == 120, "the merge failed, the prune went on"
-        assert _sample(reg, "fabricops_store_upkeep_errors_total", step="merge") == 1
-        assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") == 0
-        assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") == 0
-        assert "merge failed (database busy or away)" in caplog.text
-        assert "database is locked" in caplog.text
-        broken = StoreError("prune on sqlite: no such table: events", transient=False)
-        with monkeypatch.context() as patch:
-            patch.setattr(store, "prune", _failing(broken))
-            merged, pruned = upkeep.run_once()
-        assert merged is not None
-        assert merged.spans == 6, "the prune failed, the merge went on"
-        assert pruned is None
-        assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") == 1
-        assert "prune failed; trying again" in caplog.text
-        assert upkeep.run_once()[1] == 0, "the next pass prunes"
-        assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") > 0
-    finally:
-        store.stop()
+    reg = CollectorRegistry()
+    upkeep = _upkeep(store, lambda: T0 + 10 * H, reg)
+    busy = StoreError("segment_heads on sqlite: database is locked", transient=True)
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "segment_heads", _failing(busy))
+        merged, pruned = upkeep.run_once()
+    assert merged is None
+    assert pruned == 120, "the merge failed, the prune went on"
+    assert _sample(reg, "fabricops_store_upkeep_errors_total", step="merge") == 1
+    assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") == 0
+    assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") == 0
+    assert "merge failed (database busy or away)" in caplog.text
+    assert "database is locked" in caplog.text
+    broken = StoreError("prune on sqlite: no such table: events", transient=False)
+    with monkeypatch.context() as patch:
+        patch.setattr(store, "prune", _failing(broken))
+        merged, pruned = upkeep.run_once()
+    assert merged is not None
+    assert merged.spans == 6, "the prune failed, the merge went on"
+    assert pruned is None
+    assert _sample(reg, "fabricops_store_upkeep_errors_total", step="prune") == 1
+    assert "prune failed; trying again" in caplog.text
+    assert upkeep.run_once()[1] == 0, "the next pass prunes"
+    assert _sample(reg, "fabricops_store_upkeep_last_success_timestamp_seconds") > 0
 
 
 def _wait(condition: Callable[[], bool], timeout_s: float = 60.0) -> bool:
@@ -218,8 +194,7 @@ def _wait(condition: Callable[[], bool], timeout_s: float = 60.0) -> bool:
 
 
 def test_the_thread_runs_passes_until_stopped_through_failed_steps(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = _four_hours(tmp_path)
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     liveness = Liveness()
     reg = CollectorRegistry()
     upkeep = StoreUpkeep(UpkeepConfig(interval_s=0.01), store, reg, liveness=liveness,
@@ -245,15 +220,13 @@ def test_the_thread_runs_passes_until_stopped_through_failed_steps(
         assert inside.wait(60.0)
     finally:
         upkeep.stop()
-        store.stop()
     assert thread is not None
     assert not thread.is_alive(), "stop waits for the step in progress"
     assert liveness.states() == [], "stopped on purpose: not counted either way"
 
 
 def test_a_step_that_keeps_failing_is_counted_and_never_stops_the_pipeline(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    store = _four_hours(tmp_path)
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     liveness = Liveness()
     reg = CollectorRegistry()
     upkeep = StoreUpkeep(UpkeepConfig(interval_s=0.01), store, reg, liveness=liveness)
@@ -268,12 +241,10 @@ def test_a_step_that_keeps_failing_is_counted_and_never_stops_the_pipeline(
             "what the alert reads: no whole pass"
     finally:
         upkeep.stop()
-        store.stop()
 
 
-def test_a_thread_that_ends_by_itself_is_named_dead(tmp_path: Path,
+def test_a_thread_that_ends_by_itself_is_named_dead(store: Store,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    store = _four_hours(tmp_path)
     liveness = Liveness()
     upkeep = StoreUpkeep(UpkeepConfig(interval_s=0.01), store, liveness=liveness)
     monkeypatch.setattr(upkeep, "run_once", _failing(RecursionError("maximum depth")))
@@ -284,41 +255,32 @@ def test_a_thread_that_ends_by_itself_is_named_dead(tmp_path: Path,
         assert "RecursionError" in dead[0].reason
     finally:
         upkeep.stop()
-        store.stop()
 
 
-def test_a_merge_asked_to_stop_ends_at_the_next_stream(tmp_path: Path) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        hours_of_frames(store, 2, device="leaf-1")
-        assert merge_segments(store, age_ns=H, stop=lambda: True).spans == 0
-        asked: list[bool] = []
+def test_a_merge_asked_to_stop_ends_at_the_next_stream(store: Store) -> None:
+    hours_of_frames(store, 2, device="leaf-1")
+    assert merge_segments(store, age_ns=H, stop=lambda: True).spans == 0
+    asked: list[bool] = []
 
-        def stop() -> bool:
-            asked.append(True)
-            return len(asked) > 1
+    def stop() -> bool:
+        asked.append(True)
+        return len(asked) > 1
 
-        result = merge_segments(store, age_ns=H, stop=stop)
-        assert result.spans == 6, "leaf-1 (first by name), then it stopped"
-        assert merge_segments(store, age_ns=H).spans == 18, "leaf-9 on the next run"
-    finally:
-        store.stop()
+    result = merge_segments(store, age_ns=H, stop=stop)
+    assert result.spans == 6, "leaf-1 (first by name), then it stopped"
+    assert merge_segments(store, age_ns=H).spans == 18, "leaf-9 on the next run"
 
 
-def test_a_pass_merges_only_the_streams_its_worker_consumes(tmp_path: Path) -> None:
-    store = _four_hours(tmp_path)
-    try:
-        hours_of_frames(store, 4, device="leaf-1")
-        upkeep = StoreUpkeep(UpkeepConfig(prune=False), store, clock_ns=lambda: T0 + 4 * H,
-                             owned=lambda: {("leaf-1", "gnmi")})
-        merged, _ = upkeep.run_once()
-        assert merged is not None
-        assert merged.spans == 18, "leaf-1's spans that ended an hour before its newest"
-        by_device = {d: [s for s in store.segments(t0_ns=0, t1_ns=2**62) if s.device == d]
-                     for d in ("leaf-1", "leaf-9")}
-        assert (len(by_device["leaf-1"]), len(by_device["leaf-9"])) == (18 + 61, 241)
-    finally:
-        store.stop()
+def test_a_pass_merges_only_the_streams_its_worker_consumes(store: Store) -> None:
+    hours_of_frames(store, 4, device="leaf-1")
+    upkeep = StoreUpkeep(UpkeepConfig(prune=False), store, clock_ns=lambda: T0 + 4 * H,
+                         owned=lambda: {("leaf-1", "gnmi")})
+    merged, _ = upkeep.run_once()
+    assert merged is not None
+    assert merged.spans == 18, "leaf-1's spans that ended an hour before its newest"
+    by_device = {d: [s for s in store.segments(t0_ns=0, t1_ns=2**62) if s.device == d]
+                 for d in ("leaf-1", "leaf-9")}
+    assert (len(by_device["leaf-1"]), len(by_device["leaf-9"])) == (18 + 61, 241)
 
 
 def test_the_pipeline_service_merges_what_its_worker_consumes(tmp_path: Path) -> None:
