@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricops.pipeline import keyframe_modes as km
 from fabricops.pipeline import keyframe_norm as kn
 from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline import keyframe_refs as kr
@@ -40,7 +41,7 @@ def write(out: list[bytes], x: U64, entity: I64, ts_ns: I64, stream: EntropyStre
     kr.write(out, refs)
     x = kr.remove(x, refs)
     kf = x[:, 0]
-    modes, e = kp.choose_residuals(kp.offsets(x, kf), True, kp.rate_ratio(ts_ns))
+    modes, e = km.choose_residuals(kp.offsets(x, kf), True, kp.rate_ratio(ts_ns))
     k, long = kn.scale(ts_ns)
     corr = np.zeros((0, int(long.sum())), np.int64)
     rate = np.flatnonzero(modes == kp.RATE_MODE)

@@ -47,7 +47,7 @@ NORM_MODE: Final = 0x41
 """Format version 3 counters: rates per nominal interval (see ``keyframe_norm``)."""
 _PRED_LIMIT: Final = 2.0**62
 F64 = NDArray[np.float64]
-_LAG_MASK: Final = 0x7F
+LAG_MASK: Final = 0x7F
 WIDTH_BITS: Final = (0, 1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64)
 _WIDTH_LIMITS: Final = np.array([1 << b for b in (0, *WIDTH_BITS[1:-1])], dtype=np.uint64)
 
@@ -81,21 +81,21 @@ def differences(x: U64) -> NDArray[np.int64]:
     return d
 
 
-def _first_differences(y: U64) -> U64:
+def first_differences(y: U64) -> U64:
     d = y.copy()
     d[:, 1:] -= y[:, :-1]
     return d
 
 
-def _lagged(base: U64, lag: int) -> U64:
-    return _lagged_into(base, lag, np.empty_like(base))
+def lagged(base: U64, lag: int) -> U64:
+    return lagged_into(base, lag, np.empty_like(base))
 
 
-def residual_bits(e: U64, scratch: _Scratch | None = None) -> NDArray[np.int64]:
+def residual_bits(e: U64, scratch: Scratch | None = None) -> NDArray[np.int64]:
     """Approximate coded size of each series (the last axis): per residual its zigzag
     bit length plus one, 0 for a zero residual (bit lengths from the exponent of the
     float32 value, which may round one bit up). ``scratch`` holds the temporaries."""
-    work = scratch or _Scratch(e.shape)
+    work = scratch or Scratch(e.shape)
     z, sign, f = work.view(len(e))[1:]
     s = e.view(np.int64)
     np.left_shift(s, 1, out=z)
@@ -109,7 +109,7 @@ def residual_bits(e: U64, scratch: _Scratch | None = None) -> NDArray[np.int64]:
     return np.asarray(bits.sum(axis=-1, dtype=np.int64))
 
 
-class _Scratch:
+class Scratch:
     """Temporaries of one ``choose_residuals`` call, reused by every candidate mode."""
 
     def __init__(self, shape: tuple[int, ...]) -> None:
@@ -124,7 +124,7 @@ class _Scratch:
         return self.lagged[:rows], self.z[:rows], self.sign[:rows], self.f[:rows]
 
 
-def _lagged_into(base: U64, lag: int, out: U64) -> U64:
+def lagged_into(base: U64, lag: int, out: U64) -> U64:
     """``base[:, i] - base[:, i - lag]`` (terms before the first point 0), into ``out``."""
     out[:, :lag] = base[:, :lag]
     np.subtract(base[:, lag:], base[:, :-lag], out=out[:, lag:])
@@ -179,53 +179,6 @@ def _may_clip(e_t: NDArray[np.int64], ratio: F64) -> bool:
     return not total * growth * 2.0 < _PRED_LIMIT
 
 
-def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
-                     ) -> tuple[U8, U64]:
-    """Per series the cheapest lag mode and its residuals; ``y[:, 0]`` must be 0.
-
-    ``order0`` adds mode ``ORDER0`` (``y`` itself) to the candidates, ``ratio``
-    (``rate_ratio`` of the block's timestamps) adds ``RATE_MODE``."""
-    n = y.shape[1]
-    d = _first_differences(y)
-    modes = np.full(len(y), DOD_MODE, np.uint8)
-    best = _lagged(d, 1)
-    cost = residual_bits(best)
-    open_ = np.flatnonzero(cost > 0)  # a series without residuals cannot do better
-    if len(open_) == 0:
-        return modes, best
-    whole = len(open_) == len(y)
-    sub_y, sub_d = (y, d) if whole else (y[open_], d[open_])
-    sub_modes, sub_best, sub_cost = modes[open_], best[open_], cost[open_]
-    # A monotone series (every difference of one sign: counters, timestamps) has
-    # |y[i] - y[i-P]| >= |d[i]| and |y[i]| >= |d[i]| at every point, so order 1 at a lag
-    # above 1 and order 0 cannot beat order 1 lag 1: they are tried on the others only.
-    signed = sub_d.view(np.int64)
-    mixed = np.flatnonzero((signed < 0).any(axis=1) & (signed > 0).any(axis=1))
-    candidates: list[tuple[int, U64, NDArray[np.intp] | None]]
-    candidates = [(ORDER2 | lag, sub_d, None) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
-    candidates += [(1, sub_y, None)]
-    if len(mixed):
-        level = sub_y[mixed]
-        candidates += [(lag, level, mixed) for lag in range(2, min(MAX_LAG, n - 1) + 1)]
-        candidates += [(ORDER0, level, mixed)] if order0 else []
-    if ratio is not None:
-        candidates += [(RATE_MODE, rate_residuals(sub_d, ratio), None)]
-    scratch = _Scratch(sub_d.shape)
-    for mode, base, rows in candidates:
-        e = base if mode in (ORDER0, RATE_MODE) else _lagged_into(
-            base, mode & _LAG_MASK, scratch.view(len(base))[0])
-        c = residual_bits(e, scratch)
-        if rows is None:
-            better = np.flatnonzero(c < sub_cost)
-            sub_modes[better], sub_cost[better], sub_best[better] = mode, c[better], e[better]
-        else:
-            better = np.flatnonzero(c < sub_cost[rows])
-            at = rows[better]
-            sub_modes[at], sub_cost[at], sub_best[at] = mode, c[better], e[better]
-    modes[open_], best[open_] = sub_modes, sub_best
-    return modes, best
-
-
 def integrate(e: U64, modes: U8, ratio: F64 | None = None) -> U64:
     """Inverse of the residuals: ``e`` holds points 1.. of each series; ``ratio`` (of
     all points) is needed where a mode is ``RATE_MODE``."""
@@ -260,7 +213,7 @@ def _integrate_one(e: U64, mode: int, ratio: F64 | None) -> U64:
         return e
     if mode == RATE_MODE and ratio is not None:
         return _rate_integrate(e, ratio)
-    out = _lag_cumsum(e, mode & _LAG_MASK)
+    out = _lag_cumsum(e, mode & LAG_MASK)
     return np.cumsum(out, axis=1, dtype=np.uint64) if mode & ORDER2 else out
 
 
@@ -282,7 +235,7 @@ def valid_mode(modes: U8, allow_xor: bool, version2: bool = False,
     allowed (its code is order 1 lag 64 in version 1, which version 2 does not have).
     ``NORM_MODE`` is order 1 lag 65 here (no encoder writes that lag): version 3 counter
     sections read it as their own mode."""
-    lag = modes & _LAG_MASK
+    lag = modes & LAG_MASK
     rate = modes == RATE_MODE
     ok = (lag >= 1) | (allow_xor & (modes == XOR_MODE))
     if version2:

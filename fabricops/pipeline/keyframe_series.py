@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from fabricops.pipeline import keyframe_modes as km
 from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline.keyframe_pack import U64, KeyframeDecodeError
 
@@ -139,7 +140,7 @@ def write_integers(out: list[bytes], x: U64, stream: ResidualStream = PACKED,
     """Integer series, keyframe then residuals (counters, timestamps); ``ratio``
     (``rate_ratio`` of the timestamps, version 2 counters) allows ``RATE_MODE``."""
     kf = x[:, 0]
-    modes, e = kp.choose_residuals(kp.offsets(x, kf), stream.version2_modes,
+    modes, e = km.choose_residuals(kp.offsets(x, kf), stream.version2_modes,
                                    ratio if stream.version2_modes else None)
     out.append(kp.shuffle(kf))
     stream.write(out, modes, e[:, 1:])
@@ -189,7 +190,7 @@ def write_gauges(out: list[bytes], x: U64, valid: B, bound: F64,
     kf = ints[:, 0].copy()
     modes = np.zeros(len(x), np.uint8)
     e = np.zeros_like(ints)
-    modes[lossy], e[lossy] = kp.choose_residuals(kp.offsets(ints[lossy], kf[lossy]),
+    modes[lossy], e[lossy] = km.choose_residuals(kp.offsets(ints[lossy], kf[lossy]),
                                                  stream.version2_modes)
     e[~lossy, 1:] = ints[~lossy, 1:] ^ ints[~lossy, :-1]
     kf[lossy] = kp.zigzag(kf[lossy])

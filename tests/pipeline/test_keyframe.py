@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 
 from fabricops.core.catalogue import CATALOGUE, MetricKind
 from fabricops.core.frame import Frame, Source
-from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline.keyframe import (
     ENCODING,
     KeyframeDecodeError,
@@ -346,31 +345,3 @@ def test_block_from_frames_with_layouts_that_come_and_go_keeps_each_sample() -> 
     assert blk.raw[rows["eth1", GAUGE]].view(np.float64)[2:4].tolist() == [42.0, 43.0]
     assert blk.present[rows["eth1", GAUGE]].tolist() == [False, False, True, True, False]
     assert blk.present[rows["eth1", COUNTER]].tolist() == [True, True, False, False, True]
-
-
-def _every_mode_cost(y: np.ndarray, ratio: np.ndarray) -> np.ndarray:
-    """Per series, the least cost over every residual mode, each tried on every series."""
-    d = kp._first_differences(y)
-    tried = [kp._lagged(d, lag) for lag in range(1, kp.MAX_LAG + 1)]
-    tried += [kp._lagged(y, lag) for lag in range(1, kp.MAX_LAG + 1)]
-    tried += [y, kp.rate_residuals(d, ratio)]
-    return np.min([kp.residual_bits(e) for e in tried], axis=0)
-
-
-def test_the_chosen_mode_is_the_cheapest_of_all_modes_for_monotone_and_level_series() -> None:
-    """Monotone series are not tried at order 0 or order 1 beyond lag 1 (they cannot win
-    there); the choice must still be the cheapest any mode gives."""
-    rng = np.random.default_rng(7)
-    n = 60
-    ts = np.cumsum(rng.integers(900_000_000, 1_100_000_000, n))
-    ratio = kp.rate_ratio(ts)
-    rising = np.cumsum(rng.integers(0, 10**6, (20, n)), axis=1)
-    falling = -np.cumsum(rng.integers(0, 50, (5, n)), axis=1)
-    periodic = np.cumsum(np.tile([0, 900, 20, 880], (5, n // 4)), axis=1)
-    level = rng.integers(-40, 40, (20, n)) + np.arange(20)[:, None] * 1000
-    square = np.tile(np.repeat([0, 700], 3), (5, n // 6)) + rng.integers(0, 3, (5, n))
-    y = np.concatenate([rising, falling, periodic, level, square]).astype(np.int64)
-    y = (y - y[:, :1]).view(np.uint64)
-    modes, e = kp.choose_residuals(y, order0=True, ratio=ratio)
-    assert kp.residual_bits(e).tolist() == _every_mode_cost(y, ratio).tolist()
-    assert kp.integrate(e[:, 1:], modes, ratio).tolist() == y[:, 1:].tolist()

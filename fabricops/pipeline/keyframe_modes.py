@@ -1,0 +1,160 @@
+"""The choice of each series' residual mode (the modes are in :mod:`.keyframe_pack`).
+
+``choose_residuals`` scores every candidate mode of a series by its residual bits
+(``residual_bits``) and keeps the cheapest. Scoring ~33 candidates on every point
+was half of what encoding a merged ten-minute segment cost, so for series of at
+least ``SCREEN_POINTS`` points the candidates are first scored on a fixed sample
+of a quarter of the points (each sampled residual is exact: its lag's own
+neighbour, not a neighbour in the sample), and only the ``KEEP`` best of each
+series are scored again on every point. The mode kept is the cheapest of those
+and delta-of-delta on every point, so never costlier than delta-of-delta; it may
+miss a mode the sample ranked below ``KEEP`` others. Shorter series (a window as
+the pipeline writes it) are scored on every point for every candidate.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Final
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricops.pipeline.keyframe_pack import (
+    DOD_MODE,
+    F64,
+    LAG_MASK,
+    MAX_LAG,
+    ORDER0,
+    ORDER2,
+    RATE_MODE,
+    U8,
+    U64,
+    Scratch,
+    first_differences,
+    lagged,
+    lagged_into,
+    rate_residuals,
+    residual_bits,
+)
+
+SCREEN_POINTS: Final = 240
+"""Series at least this long are screened on a sample of their points."""
+SCREEN_SHARE: Final = 4
+"""One point in this many is in the sample."""
+KEEP: Final = 2
+"""Candidates per series scored again on every point after the screen."""
+_NEVER: Final = np.iinfo(np.int64).max
+
+Rows = NDArray[np.intp]
+_Candidate = tuple[int, U64, Rows | None]
+"""A mode, what its residuals are taken of, and the series that are (None: all)."""
+
+
+def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
+                     ) -> tuple[U8, U64]:
+    """Per series a cheap lag mode (see the module docstring) and its residuals;
+    ``y[:, 0]`` must be 0.
+
+    ``order0`` adds mode ``ORDER0`` (``y`` itself) to the candidates, ``ratio``
+    (``rate_ratio`` of the block's timestamps) adds ``RATE_MODE``."""
+    n = y.shape[1]
+    d = first_differences(y)
+    modes = np.full(len(y), DOD_MODE, np.uint8)
+    best = lagged(d, 1)
+    cost = residual_bits(best)
+    open_ = np.flatnonzero(cost > 0)  # a series without residuals cannot do better
+    if len(open_) == 0:
+        return modes, best
+    whole = len(open_) == len(y)
+    sub_y, sub_d = (y, d) if whole else (y[open_], d[open_])
+    sub_modes, sub_best, sub_cost = modes[open_], best[open_], cost[open_]
+    candidates = _candidates(sub_y, sub_d, order0, ratio)
+    if n >= SCREEN_POINTS:
+        _screened(candidates, sub_modes, sub_best, sub_cost)
+    else:
+        _every_point(candidates, sub_modes, sub_best, sub_cost)
+    modes[open_], best[open_] = sub_modes, sub_best
+    return modes, best
+
+
+def _candidates(y: U64, d: U64, order0: bool, ratio: F64 | None) -> list[_Candidate]:
+    """Every mode but delta-of-delta, with the series it is tried on.
+
+    A monotone series (every difference of one sign: counters, timestamps) has
+    ``|y[i] - y[i-P]| >= |d[i]|`` and ``|y[i]| >= |d[i]|`` at every point, so order 1
+    at a lag above 1 and order 0 cannot beat order 1 lag 1: they are tried on the
+    others (``mixed``) only."""
+    lags = range(2, min(MAX_LAG, y.shape[1] - 1) + 1)
+    signed = d.view(np.int64)
+    mixed = np.flatnonzero((signed < 0).any(axis=1) & (signed > 0).any(axis=1))
+    out: list[_Candidate] = [(ORDER2 | lag, d, None) for lag in lags]
+    out.append((1, y, None))
+    if len(mixed):
+        level = y[mixed]
+        out += [(lag, level, mixed) for lag in lags]
+        out += [(ORDER0, level, mixed)] if order0 else []
+    if ratio is not None:
+        out.append((RATE_MODE, rate_residuals(d, ratio), None))
+    return out
+
+
+def _residuals(mode: int, base: U64, out: U64 | None = None) -> U64:
+    """The residuals of ``mode`` over ``base`` (its rows already picked)."""
+    if mode in (ORDER0, RATE_MODE):
+        return base
+    lag = mode & LAG_MASK
+    return lagged(base, lag) if out is None else lagged_into(base, lag, out)
+
+
+def _every_point(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[np.int64]
+                 ) -> None:
+    """Score every candidate on every point; keep each series' cheapest, in place."""
+    scratch = Scratch(best.shape)
+    for mode, base, rows in candidates:
+        e = _residuals(mode, base, scratch.view(len(base))[0])
+        c = residual_bits(e, scratch)
+        at = np.flatnonzero(c < (cost if rows is None else cost[rows]))
+        better = at if rows is None else rows[at]
+        modes[better], cost[better], best[better] = mode, c[at], e[at]
+
+
+def _screened(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[np.int64]
+              ) -> None:
+    """Score every candidate on the sample, then each series' ``KEEP`` best on every
+    point; keep each series' cheapest (delta-of-delta's ``cost`` to beat), in place."""
+    at = _sample(best.shape[1])
+    scores = np.full((len(candidates), len(best)), _NEVER, np.int64)
+    sampled: dict[int, U64] = {}  # per base, its sampled points (a base serves many lags)
+    for k, (mode, base, rows) in enumerate(candidates):
+        if id(base) not in sampled:
+            sampled[id(base)] = base[:, at]
+        here = sampled[id(base)]
+        e = here if mode in (ORDER0, RATE_MODE) else here - base[:, at - (mode & LAG_MASK)]
+        if rows is None:
+            scores[k] = residual_bits(e)
+        else:
+            scores[k, rows] = residual_bits(e)
+    kept = np.argsort(scores, axis=0, kind="stable")[:KEEP]
+    for k in np.unique(kept).tolist():
+        mode, base, rows = candidates[k]
+        mine = np.flatnonzero((kept == k).any(axis=0) & (scores[k] < _NEVER))
+        if not len(mine):
+            continue
+        e = _residuals(mode, base[mine if rows is None else np.searchsorted(rows, mine)])
+        c = residual_bits(e)
+        win = np.flatnonzero(c < cost[mine])
+        better = mine[win]
+        modes[better], cost[better], best[better] = mode, c[win], e[win]
+
+
+@lru_cache(maxsize=64)
+def _sample(n: int) -> Rows:
+    """The points a series of ``n`` is screened on: a fixed pseudo-random quarter of
+    those with every lag's neighbour inside the series (random, so that no period
+    of the data lines up with the sample)."""
+    pool = np.arange(MAX_LAG, n)
+    size = max(1, len(pool) // SCREEN_SHARE)
+    picked = np.sort(np.random.default_rng(n).choice(pool, size, replace=False))
+    picked.flags.writeable = False
+    return picked
