@@ -110,13 +110,12 @@ def _residuals(mode: int, base: U64, out: U64 | None = None) -> U64:
 def _every_point(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[np.int64]
                  ) -> None:
     """Score every candidate on every point; keep each series' cheapest, in place."""
+    scores = _scores(candidates, len(best), cost)
     scratch = Scratch(best.shape)
-    for mode, base, rows in candidates:
-        e = _residuals(mode, base, scratch.view(len(base))[0])
-        c = residual_bits(e, scratch)
-        at = np.flatnonzero(c < (cost if rows is None else cost[rows]))
-        better = at if rows is None else rows[at]
-        modes[better], cost[better], best[better] = mode, c[at], e[at]
+    for k, (mode, base, rows) in enumerate(candidates, 1):
+        c = residual_bits(_residuals(mode, base, scratch.view(len(base))[0]), scratch)
+        scores[k if rows is None else (k, rows)] = c
+    _keep_cheapest(candidates, scores, modes, best, cost)
 
 
 def _screened(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[np.int64]
@@ -124,28 +123,45 @@ def _screened(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[
     """Score every candidate on the sample, then each series' ``KEEP`` best on every
     point; keep each series' cheapest (delta-of-delta's ``cost`` to beat), in place."""
     at = _sample(best.shape[1])
-    scores = np.full((len(candidates), len(best)), _NEVER, np.int64)
+    screen = _scores(candidates, len(best), cost)
     sampled: dict[int, U64] = {}  # per base, its sampled points (a base serves many lags)
-    for k, (mode, base, rows) in enumerate(candidates):
+    for k, (mode, base, rows) in enumerate(candidates, 1):
         if id(base) not in sampled:
             sampled[id(base)] = base[:, at]
         here = sampled[id(base)]
         e = here if mode in (ORDER0, RATE_MODE) else here - base[:, at - (mode & LAG_MASK)]
-        if rows is None:
-            scores[k] = residual_bits(e)
-        else:
-            scores[k, rows] = residual_bits(e)
-    kept = np.argsort(scores, axis=0, kind="stable")[:KEEP]
+        screen[k if rows is None else (k, rows)] = residual_bits(e)
+    screen[0] = _NEVER  # delta-of-delta is scored on every point already
+    kept = np.argsort(screen, axis=0, kind="stable")[:KEEP]
+    scores = _scores(candidates, len(best), cost)
     for k in np.unique(kept).tolist():
-        mode, base, rows = candidates[k]
-        mine = np.flatnonzero((kept == k).any(axis=0) & (scores[k] < _NEVER))
-        if not len(mine):
-            continue
-        e = _residuals(mode, base[mine if rows is None else np.searchsorted(rows, mine)])
-        c = residual_bits(e)
-        win = np.flatnonzero(c < cost[mine])
-        better = mine[win]
-        modes[better], cost[better], best[better] = mode, c[win], e[win]
+        mode, base, rows = candidates[k - 1]
+        mine = np.flatnonzero((kept == k).any(axis=0) & (screen[k] < _NEVER))
+        if len(mine):
+            picked = base[mine if rows is None else np.searchsorted(rows, mine)]
+            scores[k, mine] = residual_bits(_residuals(mode, picked))
+    _keep_cheapest(candidates, scores, modes, best, cost)
+
+
+def _scores(candidates: list[_Candidate], n_series: int, cost: NDArray[np.int64]
+            ) -> NDArray[np.int64]:
+    """Per series, delta-of-delta's ``cost`` (row 0), then a row per candidate, not
+    scored yet (``_NEVER``)."""
+    scores = np.full((len(candidates) + 1, n_series), _NEVER, np.int64)
+    scores[0] = cost
+    return scores
+
+
+def _keep_cheapest(candidates: list[_Candidate], scores: NDArray[np.int64], modes: U8,
+                   best: U64, cost: NDArray[np.int64]) -> None:
+    """Per series the mode of its least score (the first of equals, delta-of-delta
+    first), and its residuals, in place."""
+    win = np.argmin(scores, axis=0)
+    for k in np.unique(win[win > 0]).tolist():
+        mode, base, rows = candidates[k - 1]
+        mine = np.flatnonzero(win == k)
+        picked = base[mine if rows is None else np.searchsorted(rows, mine)]
+        modes[mine], best[mine], cost[mine] = mode, _residuals(mode, picked), scores[k, mine]
 
 
 @lru_cache(maxsize=64)

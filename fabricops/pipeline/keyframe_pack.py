@@ -93,17 +93,19 @@ def lagged(base: U64, lag: int) -> U64:
 
 def residual_bits(e: U64, scratch: Scratch | None = None) -> NDArray[np.int64]:
     """Approximate coded size of each series (the last axis): per residual its zigzag
-    bit length plus one, 0 for a zero residual (bit lengths from the exponent of the
-    float32 value, which may round one bit up). ``scratch`` holds the temporaries."""
+    bit length plus one, 0 for a zero residual. With ``z`` the zigzag of ``s``,
+    ``|2s + 1/4|`` lies in ``[z, z + 1)``, so below the next power of two: the bit
+    length comes from the exponent of that float32 value (which may round one bit up
+    for large values), without the slow unsigned conversion. ``scratch`` holds the
+    temporaries."""
     work = scratch or Scratch(e.shape)
-    z, sign, f = work.view(len(e))[1:]
-    s = e.view(np.int64)
-    np.left_shift(s, 1, out=z)
-    np.right_shift(s, 63, out=sign)
-    z ^= sign  # zigzag
-    np.copyto(f, z.view(np.uint64), casting="unsafe")
+    f = work.view(len(e))[1]
+    np.copyto(f, e.view(np.int64), casting="unsafe")
+    f *= 2.0
+    f += 0.25
     bits = f.view(np.int32)
-    bits >>= 23  # the biased exponent (127 for 1), 0 for 0
+    bits >>= 23
+    bits &= 0xFF  # the biased exponent: 125 for 1/4 (a zero residual), 127 for 1
     bits -= 125
     np.maximum(bits, 0, out=bits)
     return np.asarray(bits.sum(axis=-1, dtype=np.int64))
@@ -114,14 +116,11 @@ class Scratch:
 
     def __init__(self, shape: tuple[int, ...]) -> None:
         self.lagged = np.empty(shape, np.uint64)
-        self.z = np.empty(shape, np.int64)
-        self.sign = np.empty(shape, np.int64)
         self.f = np.empty(shape, np.float32)
 
-    def view(self, rows: int) -> tuple[U64, NDArray[np.int64], NDArray[np.int64],
-                                       NDArray[np.float32]]:
+    def view(self, rows: int) -> tuple[U64, NDArray[np.float32]]:
         """The temporaries for the first ``rows`` series."""
-        return self.lagged[:rows], self.z[:rows], self.sign[:rows], self.f[:rows]
+        return self.lagged[:rows], self.f[:rows]
 
 
 def lagged_into(base: U64, lag: int, out: U64) -> U64:
