@@ -22,9 +22,19 @@ store merge --span S`` merges them (every segment, once the worker is done),
 and its CPU time, bytes written and the segments' bytes before and after are
 shown.
 
+With ``--upkeep-every W`` the store upkeep's passes (``StoreUpkeep.run_once``:
+the merge into ``--merge-span`` spans, default 600 s, of the streams the worker
+consumes, each span once it ended; no prune) run every ``W`` wall seconds on a
+thread of their own while the worker ingests, in the same process, as ``serve
+pipeline`` runs them (there every 600 s, an hour after a span ended). The
+worker's CPU is then its own thread's (``time.thread_time``), the upkeep's
+its thread's, and the process's is shown beside them per simulated second;
+the longest batch is also shown in wall seconds: the two threads share one
+core and one interpreter lock, so a batch waits while the merge runs.
+
     python bench/bench_pipeline.py [--family rail_optimized] [--gpus 2048]
         [--seconds 130] [--window 60] [--batch 1000] [--close-budget 0.15]
-        [--merge-span 0]
+        [--merge-span 0] [--upkeep-every 0]
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from __future__ import annotations
 import argparse
 import os
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -40,7 +51,8 @@ from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus, MemoryBusConfig
 from fabricops.evaluation.scenarios import shape_params
-from fabricops.pipeline.segment_merge import MergeConfig, merge_segments
+from fabricops.pipeline.segment_merge import MergeConfig, MergeResult, merge_segments
+from fabricops.pipeline.upkeep import StoreUpkeep, UpkeepConfig
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.simulator.builders import build
 from fabricops.simulator.engine import SimConfig, Simulator
@@ -71,6 +83,9 @@ def main() -> None:
                         help="then merge the segments into spans of this many seconds")
     parser.add_argument("--close-budget", type=float, default=0.15,
                         help="CPU seconds a batch spends writing windows")
+    parser.add_argument("--upkeep-every", type=float, default=0.0,
+                        help="run the store upkeep's merge every this many wall seconds "
+                             "while ingesting (0: off)")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -101,18 +116,22 @@ def main() -> None:
         worker = PipelineWorker(config, bus, store)
         consumer = bus.subscribe([topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)], config.group)
         heap.settle()  # as `serve pipeline` does once started
-        cpu, longest, batches, segments = 0.0, 0.0, 0, 0
+        upkeep = Upkeep(store, worker, args.upkeep_every, args.merge_span or 600.0)
+        clock = time.thread_time if args.upkeep_every else time.process_time
+        cpu, longest, longest_wall, batches, segments = 0.0, 0.0, 0.0, 0, 0
         worst = (0.0, 0, 0, 0)  # CPU-s, frames, events, segments of the longest batch
         held = 0  # the most bytes of sample arrays held in windows
-        w0 = written()
+        w0, p0 = written(), time.process_time()
+        upkeep.start()
         while True:
             messages = consumer.poll(0.0, args.batch)
             if not messages:
                 break
-            t = time.process_time()
+            t, wall = clock(), time.perf_counter()
             result = worker.process(messages)
             consumer.commit()
-            spent = time.process_time() - t
+            spent = clock() - t
+            longest_wall = max(longest_wall, time.perf_counter() - wall)
             cpu += spent
             if batches % 10 == 0:  # outside the timed part: what the windows hold
                 held = max(held, sum(f.raw.nbytes + f.entity_idx.nbytes + f.metric.nbytes
@@ -122,12 +141,15 @@ def main() -> None:
                 worst = (spent, result.frames, result.n_events, result.segments)
             batches += 1
             segments += result.segments
-        t = time.process_time()
+        t = clock()
         final = worker.flush()
-        flush_cpu = time.process_time() - t
+        flush_cpu = clock() - t
+        upkeep.stop()
+        process_cpu = time.process_time() - p0
         wrote = written() - w0
         db = sum(p.stat().st_size for p in Path(tmp).iterdir())
-        merged = merge_report(store, args.merge_span) if args.merge_span else ""
+        merged = merge_report(store, args.merge_span) \
+            if args.merge_span and not args.upkeep_every else ""
         store.stop()
     total = cpu + flush_cpu
     print(f"samples {samples:,} in {batches:,} batches; worker CPU {total:.2f} s = "
@@ -141,6 +163,65 @@ def main() -> None:
           f"at once); CPU per simulated second {total / args.seconds:.2f} s")
     if merged:
         print(merged)
+    if args.upkeep_every:
+        print(upkeep.report(longest_wall, process_cpu, args.seconds, total, samples))
+
+
+class Upkeep:
+    """The store upkeep's passes on a thread of their own while the worker ingests
+    (nothing when ``every_s`` is 0): each merges the worker's streams into spans of
+    ``span_s`` as soon as a span ended; the thread's CPU time and what it merged."""
+
+    def __init__(self, store: Store, worker: PipelineWorker, every_s: float,
+                 span_s: float) -> None:
+        config = UpkeepConfig(interval_s=max(every_s, 1e-3), merge_after_s=0.0,
+                              spans=MergeConfig(span_s=span_s), prune=False)
+        self.keeper = StoreUpkeep(config, store, owned=worker.windows.streams)
+        self.every_s, self.span_s = every_s, span_s
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="upkeep")
+        self.cpu, self.passes, self.merged = 0.0, 0, MergeResult()
+
+    def start(self) -> None:
+        if self.every_s:
+            self.thread.start()
+
+    def stop(self) -> None:
+        """One last pass once the worker is done (what its flush wrote), then stop."""
+        if self.every_s:
+            self.done.set()
+            self.thread.join()
+
+    def _run(self) -> None:
+        t = time.thread_time()
+        while True:
+            last = self.done.wait(self.every_s)
+            result, _ = self.keeper.run_once()
+            self.passes += 1
+            if result is not None:
+                m = self.merged
+                m.spans, m.segments_in = m.spans + result.spans, m.segments_in + result.segments_in
+                m.samples += result.samples
+            if last:
+                break
+        self.cpu = time.thread_time() - t
+
+    def report(self, longest_wall: float, process_cpu: float, seconds: int,
+               ingest_cpu: float, samples: int) -> str:
+        """What the passes did and cost; the CPU per simulated second of ingest with
+        every sample merged once (a run merges only the spans that ended in it)."""
+        m = self.merged
+        if not m.samples:
+            return (f"upkeep every {self.every_s:g} s: {self.passes} passes, nothing "
+                    f"merged (no {self.span_s:g} s span ended; simulate more seconds)")
+        steady = (ingest_cpu + self.cpu / m.samples * samples) / seconds
+        return (f"upkeep every {self.every_s:g} s, in the process: {self.passes} passes "
+                f"merged {m.segments_in:,} segments into {m.spans:,} spans of "
+                f"{self.span_s:g} s ({m.samples:,} samples), {self.cpu:.2f} CPU-s = "
+                f"{m.samples / self.cpu / 1e6:.2f} M samples per CPU-second\n"
+                f"longest batch {longest_wall:.2f} wall-s; process CPU per simulated "
+                f"second {process_cpu / seconds:.2f} s; with every sample merged once "
+                f"{steady:.2f} s")
 
 
 def merge_report(store: Store, span_s: float) -> str:
