@@ -27,12 +27,15 @@ from fabricops.cli.serve_common import (
     BusKind,
     Db,
     JobsFile,
+    MergeAfter,
     MetricsPort,
     Retention,
     Seconds,
     TopologyFile,
     Upkeep,
+    UpkeepEvery,
     checked_bus,
+    checked_duration,
     checked_retention,
     start_bus,
     start_metrics,
@@ -96,11 +99,13 @@ def _check_metrics_port(port: int) -> None:
 def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabricops.db",
                  bus_kind: BusKind = "kafka", bootstrap: Bootstrap = "127.0.0.1:9092",
                  metrics_port: MetricsPort = 0, duration: Seconds = 0.0,
-                 retention: Retention = "7d", upkeep: Upkeep = True) -> None:
+                 retention: Retention = "7d", upkeep: Upkeep = True,
+                 upkeep_every: UpkeepEvery = "10m", merge_after: MergeAfter = "1h") -> None:
     """Telemetry to keyframe segments and key events in the store; adaptive sampling.
 
-    Every ten minutes the store is kept: segments older than an hour are merged
-    into ten-minute ones (fewer bytes, the same points) and telemetry older than
+    Every --upkeep-every (ten minutes) the store is kept: segments that ended
+    --merge-after (an hour) before their stream's newest data are merged into
+    ten-minute ones (fewer bytes, the same points) and telemetry older than
     --retention is deleted (see `fabricops store --help`).
 
         fabricops serve pipeline --topology topology.json --db postgresql+psycopg://...
@@ -112,10 +117,13 @@ def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabr
         bus_config = checked_bus(bus_kind, bootstrap)
         _check_metrics_port(metrics_port)
         retention_s = checked_retention(retention)
+        every_s = checked_duration(upkeep_every, "--upkeep-every", at_least_s=10)
+        after_s = checked_duration(merge_after, "--merge-after")
         bus = start_bus(running, bus_config)
         service = PipelineService(PipelineServiceConfig.model_validate(
             {"store": {"url": db, "retention_s": retention_s},
-             "upkeep": {"enabled": upkeep}}), bus, topo, running.registry, running.liveness)
+             "upkeep": {"enabled": upkeep, "interval_s": every_s, "merge_after_s": after_s}}),
+            bus, topo, running.registry, running.liveness)
         with named("--db", service.store.url):
             service.start()
         running.started(service.stop)

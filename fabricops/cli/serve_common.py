@@ -41,8 +41,15 @@ Retention = Annotated[str, typer.Option(
          "newest data, if older): 12h, 7d, 30d")]
 Upkeep = Annotated[bool, typer.Option(
     "--upkeep/--no-upkeep", envvar="FABRICOPS_UPKEEP",
-    help="Every 10 minutes merge this pipeline's segments older than an hour and delete "
-         "what is past --retention (off: leave both to a timer)")]
+    help="Every --upkeep-every merge this pipeline's segments older than --merge-after "
+         "and delete what is past --retention (off: leave both to a timer)")]
+UpkeepEvery = Annotated[str, typer.Option(
+    "--upkeep-every", envvar="FABRICOPS_UPKEEP_EVERY",
+    help="Time between two upkeep passes (at least 10s): 10m, 1h")]
+MergeAfter = Annotated[str, typer.Option(
+    "--merge-after", envvar="FABRICOPS_MERGE_AFTER",
+    help="Merge a span once it ended this long before its stream's newest data; later "
+         "frames for it are written beside it: 1h, 10m, 0s")]
 
 
 #: Where ``--metrics-port`` listens (every address, as Prometheus scrapes from outside).
@@ -68,6 +75,19 @@ def checked_retention(text: str) -> float:
         return parse_retention(text)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
+
+
+def checked_duration(text: str, option: str, at_least_s: float = 0.0) -> float:
+    """Seconds of a duration option (at least ``at_least_s``); StartupError naming it."""
+    from fabricops.cli.query import parse_duration
+
+    try:
+        seconds = parse_duration(text, option)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from None
+    if seconds < at_least_s:
+        raise StartupError(f"{option} {text!r}: at least {at_least_s:g}s")
+    return seconds
 
 
 def start_bus(running: Running, config: BusConfig) -> Bus:

@@ -107,11 +107,13 @@ def test_prune_deletes_what_is_past_the_retention(tmp_path: Path) -> None:
     assert len(starts) == 121
 
 
-@pytest.mark.parametrize(("flags", "retention_s", "upkeep"), [
-    ((), 7 * 86400.0, True), (("--retention", "30d", "--no-upkeep"), 30 * 86400.0, False)])
+@pytest.mark.parametrize(("flags", "kept"), [
+    ((), (7 * 86400.0, True, 600.0, 3600.0)),
+    (("--retention", "30d", "--no-upkeep"), (30 * 86400.0, False, 600.0, 3600.0)),
+    (("--upkeep-every", "15s", "--merge-after", "0s"), (7 * 86400.0, True, 15.0, 0.0))])
 def test_serve_pipeline_keeps_the_store_as_its_flags_say(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...],
-        retention_s: float, upkeep: bool) -> None:
+        kept: tuple[float, bool, float, float]) -> None:
     from fabricops.cli import serve
     from fabricops.core.topology import save_topology
     from fabricops.pipeline.service import PipelineService, PipelineServiceConfig
@@ -130,8 +132,8 @@ def test_serve_pipeline_keeps_the_store_as_its_flags_say(
                          "--bus", "memory", "--db", f"sqlite:///{tmp_path / 'f.db'}",
                          "--duration", "0.2", *flags)
     assert code == 0, err
-    assert [(c.store.retention_s, c.upkeep.enabled) for c in configs] == [
-        (retention_s, upkeep)]
+    assert [(c.store.retention_s, c.upkeep.enabled, c.upkeep.interval_s,
+             c.upkeep.merge_after_s) for c in configs] == [kept]
 
 
 def test_prune_errors_are_one_line(tmp_path: Path) -> None:
