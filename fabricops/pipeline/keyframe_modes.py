@@ -6,10 +6,13 @@ was half of what encoding a merged ten-minute segment cost, so for series of at
 least ``SCREEN_POINTS`` points the candidates are first scored on a fixed sample
 of a quarter of the points (each sampled residual is exact: its lag's own
 neighbour, not a neighbour in the sample), and only the ``KEEP`` best of each
-series are scored again on every point. The mode kept is the cheapest of those
-and delta-of-delta on every point, so never costlier than delta-of-delta; it may
-miss a mode the sample ranked below ``KEEP`` others. Shorter series (a window as
-the pipeline writes it) are scored on every point for every candidate.
+series are scored again on every point, beside delta-of-delta, delta and the
+rate mode, which are never screened (a counter that steps a few times scores
+zero at every lag on a sample: screening it picked delta-of-delta, twice the
+bits of delta). The mode kept is the cheapest of those, so never costlier than
+delta-of-delta or delta; it may miss a mode the sample ranked below ``KEEP``
+others. Shorter series (a window as the pipeline writes it) are scored on every
+point for every candidate.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ SCREEN_SHARE: Final = 4
 """One point in this many is in the sample."""
 KEEP: Final = 2
 """Candidates per series scored again on every point after the screen."""
+ALWAYS: Final = (1, RATE_MODE)
+"""Modes scored on every point, never screened: order 1 lag 1 (a counter that steps
+now and then: on a sample, every lag scores the same zero) and the rate mode."""
 _NEVER: Final = np.iinfo(np.int64).max
 
 Rows = NDArray[np.intp]
@@ -81,10 +87,11 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
 def _candidates(y: U64, d: U64, order0: bool, ratio: F64 | None) -> list[_Candidate]:
     """Every mode but delta-of-delta, with the series it is tried on.
 
-    A monotone series (every difference of one sign: counters, timestamps) has
-    ``|y[i] - y[i-P]| >= |d[i]|`` and ``|y[i]| >= |d[i]|`` at every point, so order 1
-    at a lag above 1 and order 0 cannot beat order 1 lag 1: they are tried on the
-    others (``mixed``) only."""
+    A monotone series (every difference of one sign: counters, timestamps) has,
+    as long as it does not wrap, ``|y[i] - y[i-P]| >= |d[i]|`` and ``|y[i]| >= |d[i]|``
+    at every point, so order 1 at a lag above 1 and order 0 cannot beat order 1 lag
+    1: they are tried on the others (``mixed``) only (a wrapping series may then
+    take a few more bytes than it could, never fewer)."""
     lags = range(2, min(MAX_LAG, y.shape[1] - 1) + 1)
     signed = d.view(np.int64)
     mixed = np.flatnonzero((signed < 0).any(axis=1) & (signed > 0).any(axis=1))
@@ -120,12 +127,16 @@ def _every_point(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArr
 
 def _screened(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[np.int64]
               ) -> None:
-    """Score every candidate on the sample, then each series' ``KEEP`` best on every
-    point; keep each series' cheapest (delta-of-delta's ``cost`` to beat), in place."""
+    """Score every candidate but ``ALWAYS`` on the sample; then each series' ``KEEP``
+    best and ``ALWAYS`` on every point; keep each series' cheapest (delta-of-delta's
+    ``cost`` to beat), in place."""
     at = _sample(best.shape[1])
     screen = _scores(candidates, len(best), cost)
+    always = [k for k, (mode, _, _) in enumerate(candidates, 1) if mode in ALWAYS]
     sampled: dict[int, U64] = {}  # per base, its sampled points (a base serves many lags)
     for k, (mode, base, rows) in enumerate(candidates, 1):
+        if k in always:
+            continue
         if id(base) not in sampled:
             sampled[id(base)] = base[:, at]
         here = sampled[id(base)]
@@ -134,9 +145,12 @@ def _screened(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[
     screen[0] = _NEVER  # delta-of-delta is scored on every point already
     kept = np.argsort(screen, axis=0, kind="stable")[:KEEP]
     scores = _scores(candidates, len(best), cost)
-    for k in np.unique(kept).tolist():
+    for k in sorted({*np.unique(kept).tolist(), *always}):
         mode, base, rows = candidates[k - 1]
-        mine = np.flatnonzero((kept == k).any(axis=0) & (screen[k] < _NEVER))
+        if k in always:
+            mine = np.arange(len(best)) if rows is None else rows
+        else:
+            mine = np.flatnonzero((kept == k).any(axis=0) & (screen[k] < _NEVER))
         if len(mine):
             picked = base[mine if rows is None else np.searchsorted(rows, mine)]
             scores[k, mine] = residual_bits(_residuals(mode, picked))

@@ -11,8 +11,8 @@ wraps and resets round-trip bit-exact.
   (order 2), terms before the first point being 0. Order 2 lag 1 is the classic
   delta-of-delta; lag ``P`` equal to a training job's iteration period (in
   samples) turns its periodic counters and gauges into near-zero residuals. The
-  encoder picks per series the mode (order 1 or 2, lag 1..16) of fewest residual
-  bits. Mode 0 (gauges only) is the XOR of consecutive float64 bit patterns.
+  encoder picks per series a mode (order 1 or 2, lag 1..16) of few residual bits
+  (:mod:`.keyframe_modes`). Mode 0 (gauges only) is the XOR of consecutive float64 bit patterns.
   Mode 0x80 (order 0, format version 2 only) is ``y`` itself: the best mode for
   noise around a level, such as a sensor reading.
 * Rate mode (0x40, format version 2, counters only): the residual is
@@ -95,11 +95,10 @@ def residual_bits(e: U64, scratch: Scratch | None = None) -> NDArray[np.int64]:
     """Approximate coded size of each series (the last axis): per residual its zigzag
     bit length plus one, 0 for a zero residual. With ``z`` the zigzag of ``s``,
     ``|2s + 1/4|`` lies in ``[z, z + 1)``, so below the next power of two: the bit
-    length comes from the exponent of that float32 value (which may round one bit up
-    for large values), without the slow unsigned conversion. ``scratch`` holds the
-    temporaries."""
-    work = scratch or Scratch(e.shape)
-    f = work.view(len(e))[1]
+    length comes from the exponent of that float32 value, without the slow unsigned
+    conversion. Exact for ``|s| < 2**22``; beyond, float32 may round one bit up.
+    ``scratch`` holds the temporary."""
+    f = np.empty(e.shape, np.float32) if scratch is None else scratch.view(len(e))[1]
     np.copyto(f, e.view(np.int64), casting="unsafe")
     f *= 2.0
     f += 0.25

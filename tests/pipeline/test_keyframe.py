@@ -15,6 +15,7 @@ from fabricops.core.catalogue import CATALOGUE, MetricKind
 from fabricops.core.frame import Frame, Source
 from fabricops.pipeline.keyframe import (
     ENCODING,
+    ENCODINGS,
     KeyframeDecodeError,
     KeyframeError,
     SeriesBlock,
@@ -82,6 +83,41 @@ def test_any_counters_states_and_presence_round_trip(n_series: int, n_points: in
     raw = np.where(present, np.array(values, np.uint64).reshape(n_series, n_points), 0)
     b = block(metric, raw.astype(np.uint64), present)
     assert round_trip(b) == b
+
+
+@pytest.mark.parametrize("n_points", [239, 240, 241, 600])
+@pytest.mark.parametrize("version", sorted(ENCODINGS))
+def test_long_blocks_round_trip_whether_their_modes_are_screened_or_not(
+        n_points: int, version: int) -> None:
+    """Merged spans are long: their modes are chosen on a sample of the points. Every
+    kind of series must still come back exactly (gauges within their bound)."""
+    rng = np.random.default_rng(n_points)
+    n = n_points
+    rising = np.cumsum(rng.integers(0, 10**9, (4, n)), axis=1).astype(np.uint64)
+    wrapping = np.uint64(U64_MAX - 10**9) + rising[:1]  # wraps past 2**64 part-way
+    reset = rising[1:2].copy()
+    reset[0, n // 2:] -= reset[0, n // 2]  # a reboot half-way: the counter restarts at 0
+    periodic = np.cumsum(np.tile([0, 900, 20, 880, 5, 0, 700], n // 7 + 1)[:n])[None, :]
+    sparse = np.zeros((1, n), np.int64)
+    sparse[0, [n // 5, n // 3]] = [3, 1]
+    huge = rng.integers(0, 2**64, (1, n), dtype=np.uint64)  # residuals near 2**63
+    counters = np.vstack([rising, wrapping, reset, periodic.astype(np.uint64),
+                          np.cumsum(sparse, axis=1).astype(np.uint64), huge])
+    gauges = np.vstack([floats(40 + rng.normal(0, 0.5, n)), floats(np.full(n, -3.2))])
+    states = np.where(np.arange(n) < n // 2, 1, 2).astype(np.uint64)[None, :]
+    raw = np.vstack([counters, gauges, states])
+    metric = [COUNTER] * len(counters) + [GAUGE] * len(gauges) + [STATE]
+    present = rng.random(raw.shape) > 0.02
+    b = block(metric, np.where(present, raw, 0).astype(np.uint64), present)
+    bounds = gauge_bounds(b.metric)
+    got = decode_block(encode_block(b, bounds, version=version))
+    exact = np.array(metric) != GAUGE
+    assert got.raw[exact].tolist() == b.raw[exact].tolist()
+    assert got.present.tolist() == b.present.tolist()
+    gauge = ~exact
+    error = np.abs(got.raw[gauge].view(np.float64) - b.raw[gauge].view(np.float64))
+    assert (error[b.present[gauge]] <= np.repeat(bounds[gauge], n).reshape(-1, n)[
+        b.present[gauge]]).all()
 
 
 def exact_error(decoded: float, original: float) -> Fraction:
