@@ -272,8 +272,8 @@ def report(p: Platform, stored: Counter[Key], alive: bool, letters: list[DeadLet
     by_group = Counter(d.group for d in letters if d.key == b"chaos")
     print(f"poison records sent: {sent_poison} "
           f"({', '.join(f'{t}/{k} {n}' for (t, k), n in sorted(p.poison.items()))})")
-    readers = {"fabricops-pipeline": ("telemetry.v1", "int.v1"),
-               "fabricops-rca": ("telemetry.v1", "int.v1")}
+    readers = {"fabricops-pipeline": (Topic.TELEMETRY.value, Topic.INT.value),
+               "fabricops-rca": (Topic.TELEMETRY.value, Topic.INT.value)}
     for group, topics in readers.items():
         expected = sum(n for (t, _), n in p.poison.items() if t in topics)
         print(f"  dead-lettered by {group}: {by_group[group]} of {expected} it read")
