@@ -45,24 +45,24 @@ MAX_DAYS = 36_500
 store's 64-bit nanoseconds."""
 
 
-def parse_duration(text: str, option: str = "--last") -> float:
-    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds (at most ``MAX_DAYS``) ->
-    seconds; ValueError names it and ``option``."""
+def parse_duration(text: str, option: str = "--last", at_least: str = "") -> float:
+    """``90s``, ``10m``, ``2h``, ``1d`` or plain seconds (at most ``MAX_DAYS``, and at
+    least the duration ``at_least`` if given) -> seconds; ValueError names it and
+    ``option``."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", text)
     if not match:
         raise ValueError(f"{option} {text!r}: expected a duration such as 90s, 10m, 2h or 1d")
     seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     if seconds > MAX_DAYS * 86400:
         raise ValueError(f"{option} {text!r}: at most {MAX_DAYS}d")
+    if at_least and seconds < parse_duration(at_least):
+        raise ValueError(f"{option} {text!r}: at least {at_least}")
     return seconds
 
 
 def parse_retention(text: str, option: str = "--retention") -> float:
     """Seconds of a retention: a duration of at least an hour; ValueError names it."""
-    seconds = parse_duration(text, option)
-    if seconds < 3600:
-        raise ValueError(f"{option} {text!r}: at least 1h")
-    return seconds
+    return parse_duration(text, option, at_least="1h")
 
 
 @contextmanager

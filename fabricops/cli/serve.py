@@ -117,7 +117,7 @@ def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabr
         bus_config = checked_bus(bus_kind, bootstrap)
         _check_metrics_port(metrics_port)
         retention_s = checked_retention(retention)
-        every_s = checked_duration(upkeep_every, "--upkeep-every", at_least_s=10)
+        every_s = checked_duration(upkeep_every, "--upkeep-every", at_least="10s")
         after_s = checked_duration(merge_after, "--merge-after")
         bus = start_bus(running, bus_config)
         service = PipelineService(PipelineServiceConfig.model_validate(

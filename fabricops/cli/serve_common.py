@@ -69,25 +69,18 @@ def checked_bus(kind: str, bootstrap: str) -> BusConfig:
 
 def checked_retention(text: str) -> float:
     """Seconds of ``--retention`` (at least an hour); StartupError naming the flag."""
-    from fabricops.cli.query import parse_retention
-
-    try:
-        return parse_retention(text)
-    except ValueError as exc:
-        raise StartupError(str(exc)) from None
+    return checked_duration(text, "--retention", at_least="1h")
 
 
-def checked_duration(text: str, option: str, at_least_s: float = 0.0) -> float:
-    """Seconds of a duration option (at least ``at_least_s``); StartupError naming it."""
+def checked_duration(text: str, option: str, at_least: str = "") -> float:
+    """Seconds of a duration option (at least the duration ``at_least``, if given);
+    StartupError naming it."""
     from fabricops.cli.query import parse_duration
 
     try:
-        seconds = parse_duration(text, option)
+        return parse_duration(text, option, at_least)
     except ValueError as exc:
         raise StartupError(str(exc)) from None
-    if seconds < at_least_s:
-        raise StartupError(f"{option} {text!r}: at least {at_least_s:g}s")
-    return seconds
 
 
 def start_bus(running: Running, config: BusConfig) -> Bus:

@@ -131,7 +131,8 @@ def _screened(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[
     best and ``ALWAYS`` on every point; keep each series' cheapest (delta-of-delta's
     ``cost`` to beat), in place."""
     at = _sample(best.shape[1])
-    screen = _scores(candidates, len(best), cost)
+    # delta-of-delta (row 0) and ALWAYS are scored on every point, not on the sample
+    screen = np.full((len(candidates) + 1, len(best)), _NEVER, np.int64)
     always = [k for k, (mode, _, _) in enumerate(candidates, 1) if mode in ALWAYS]
     sampled: dict[int, U64] = {}  # per base, its sampled points (a base serves many lags)
     for k, (mode, base, rows) in enumerate(candidates, 1):
@@ -142,7 +143,6 @@ def _screened(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[
         here = sampled[id(base)]
         e = here if mode in (ORDER0, RATE_MODE) else here - base[:, at - (mode & LAG_MASK)]
         screen[k if rows is None else (k, rows)] = residual_bits(e)
-    screen[0] = _NEVER  # delta-of-delta is scored on every point already
     kept = np.argsort(screen, axis=0, kind="stable")[:KEEP]
     scores = _scores(candidates, len(best), cost)
     for k in sorted({*np.unique(kept).tolist(), *always}):

@@ -19,25 +19,6 @@ def _every_mode_cost(y: np.ndarray, ratio: np.ndarray) -> np.ndarray:
     return np.min([kp.residual_bits(e) for e in tried], axis=0)
 
 
-def test_the_chosen_mode_is_the_cheapest_of_all_modes_for_monotone_and_level_series() -> None:
-    """Monotone series are not tried at order 0 or order 1 beyond lag 1 (they cannot win
-    there); the choice must still be the cheapest any mode gives."""
-    rng = np.random.default_rng(7)
-    n = 60
-    ts = np.cumsum(rng.integers(900_000_000, 1_100_000_000, n))
-    ratio = kp.rate_ratio(ts)
-    rising = np.cumsum(rng.integers(0, 10**6, (20, n)), axis=1)
-    falling = -np.cumsum(rng.integers(0, 50, (5, n)), axis=1)
-    periodic = np.cumsum(np.tile([0, 900, 20, 880], (5, n // 4)), axis=1)
-    level = rng.integers(-40, 40, (20, n)) + np.arange(20)[:, None] * 1000
-    square = np.tile(np.repeat([0, 700], 3), (5, n // 6)) + rng.integers(0, 3, (5, n))
-    y = np.concatenate([rising, falling, periodic, level, square]).astype(np.int64)
-    y = (y - y[:, :1]).view(np.uint64)
-    modes, e = km.choose_residuals(y, order0=True, ratio=ratio)
-    assert kp.residual_bits(e).tolist() == _every_mode_cost(y, ratio).tolist()
-    assert kp.integrate(e[:, 1:], modes, ratio).tolist() == y[:, 1:].tolist()
-
-
 def _mixed_series(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Rising, falling, periodic, level and square-wave series of ``n`` points, minus
     their first point, and the rate ratio of jittery poll times."""
@@ -97,12 +78,15 @@ def test_screening_finds_a_period_and_costs_little_beside_trying_every_mode() ->
     assert kp.residual_bits(e).sum() <= 1.02 * cheapest.sum()
 
 
-def test_short_series_are_not_screened() -> None:
-    """Below ``SCREEN_POINTS`` every mode is scored on every point: the cheapest wins."""
-    n = km.SCREEN_POINTS - 1
-    y, ratio = _mixed_series(n, seed=13)
-    _, e = km.choose_residuals(y, order0=True, ratio=ratio)
+@pytest.mark.parametrize("n", [60, km.SCREEN_POINTS - 1])
+def test_short_series_take_the_cheapest_of_all_modes(n: int) -> None:
+    """Below ``SCREEN_POINTS`` (a window as the pipeline writes it) every mode is scored
+    on every point. Monotone series are not tried at order 0 or order 1 beyond lag 1
+    (they cannot win there); the choice must still be the cheapest any mode gives."""
+    y, ratio = _mixed_series(n, seed=7)
+    modes, e = km.choose_residuals(y, order0=True, ratio=ratio)
     assert kp.residual_bits(e).tolist() == _every_mode_cost(y, ratio).tolist()
+    assert kp.integrate(e[:, 1:], modes, ratio).tolist() == y[:, 1:].tolist()
 
 
 def test_the_screen_samples_are_fixed_and_leave_room_for_every_lag() -> None:
