@@ -119,6 +119,10 @@ class Consumer(Protocol):
     def assignment(self) -> set[tuple[str, int]]:
         """The (topic, partition) pairs this member owns now."""
 
+    def joining_s(self) -> float:
+        """Seconds this member has waited for its group to finish a rebalance; 0 while
+        the group is settled (whether or not the member owns a partition)."""
+
     def close(self) -> None: ...
 
 

@@ -30,6 +30,13 @@ goes on until ``stop`` is set. What can go wrong, and what it does:
   member leaves the group (the handler makes everything it holds durable).
   ``idle`` is called when a poll brings nothing (the handler may write what
   it holds of sources gone silent).
+- **A rebalance that does not finish** (the member has waited ``rejoin_after_s``
+  for its group to settle, which a broker that lost track of a member can make
+  last for ever): a ``BusError`` as above, so the member leaves, joins again
+  under a new identity, the outage is logged and counted, and the loop gives
+  up like any other outage. An outage ends only once the member's group has
+  settled, not at the first poll that answers. ``fabricops_consumer_joining_seconds`` shows the
+  wait while it lasts.
 - Between retries the loop waits a backoff that doubles from ``backoff_s`` up
   to ``max_backoff_s``, with jitter. An outage is logged once when it starts
   and once when it ends. If the loop has not completed a batch for
@@ -54,7 +61,7 @@ from fabricops.core.bus import Bus, BusError, Consumer, Message
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.liveness import Liveness
 from fabricops.core.logthrottle import Outage
-from fabricops.core.registry import shared_counter
+from fabricops.core.registry import shared_counter, shared_gauge
 
 Handler = Callable[[list[Message]], object]
 
@@ -70,6 +77,9 @@ class ConsumerLoopConfig(BaseModel):
     max_backoff_s: float = Field(default=5.0, gt=0, le=60, description="Longest wait")
     give_up_after_s: float = Field(
         default=300.0, gt=0, description="No batch done for this long: the worker is dead")
+    rejoin_after_s: float = Field(
+        default=90.0, gt=0, description="Waiting this long for the group to finish a "
+        "rebalance: leave and join again")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -108,7 +118,12 @@ class ConsumerLoop:
             reg, "fabricops_consumer_failures",
             "Failed attempts of a consumer loop, by reason (bus, transient, loop)",
             ["worker", "reason"])
+        self.m_joining = shared_gauge(
+            reg, "fabricops_consumer_joining_seconds",
+            "How long a consumer loop's member has waited for its group to finish a "
+            "rebalance (0: settled)", ["worker"])
         self.m_records.labels(name)
+        self.m_joining.labels(name).set(0)
         for reason in ("bus", "transient", "loop"):
             self.m_failures.labels(name, reason)
         self._outage = Outage(self.log, f"{name}: bus or store", clock)
@@ -137,6 +152,7 @@ class ConsumerLoop:
                     consumer = self.bus.subscribe(self.topics, self.group)
                 if not pending:
                     pending = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
+                    self._check_join(consumer)
                     now_owned = consumer.assignment()
                     if now_owned != owned and self.assigned is not None:
                         self.assigned(now_owned)
@@ -168,10 +184,19 @@ class ConsumerLoop:
                 continue
             self.m_records.labels(self.name).inc(len(pending))
             pending, attempt = [], 0
-            self._outage.recovered()
+            if consumer is not None and not consumer.joining_s():
+                self._outage.recovered()  # back only once the group has settled
         if stop.is_set():
             self._drain(consumer)
         _close_quietly(consumer)
+
+    def _check_join(self, consumer: Consumer) -> None:
+        """BusError once the member has waited ``rejoin_after_s`` for a rebalance."""
+        waited = consumer.joining_s()
+        self.m_joining.labels(self.name).set(waited)
+        if waited >= self.config.rejoin_after_s:
+            raise BusError(f"group {self.group!r} on {self.topics}: a rebalance has not "
+                           f"finished after {waited:.0f} s; joining again as a new member")
 
     def _drain(self, consumer: Consumer | None) -> None:
         """Stopped: let the handler make what it holds durable, then commit it."""

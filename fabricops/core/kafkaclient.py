@@ -2,8 +2,11 @@
 
 A ``KafkaGroupConsumer`` is one KafkaConsumer in a group with auto-commit off:
 ``commit`` commits the offsets after everything ``poll`` returned, so what was
-polled and not committed is delivered again after a restart or a rebalance.
-Every failure is a BusError naming the brokers, the group, the topics and the cause.
+polled and not committed is delivered again after a restart or a rebalance;
+a commit that a rebalance overtakes is counted, not raised (the next poll
+rejoins). ``joining_s`` tells how long the member has waited for a rebalance
+to finish. Every other failure is a BusError naming the brokers, the group,
+the topics and the cause.
 A ``TopicCreator`` creates topics with the admin client on first use. A
 ``ProducerOutage`` tells the producer's outages in two log lines each.
 """
@@ -17,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import kafka.errors as kerr
-from kafka import KafkaAdminClient, KafkaConsumer
+from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -25,6 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fabricops.core.bus import BusError, Message
 from fabricops.core.logthrottle import Outage
+
+log = logging.getLogger(__name__)
+
+#: A commit refused because the group moves partitions: not an outage.
+MOVED = (kerr.RebalanceInProgressError, kerr.CommitFailedError,
+         kerr.IllegalGenerationError, kerr.UnknownMemberIdError)
 
 
 class KafkaBusConfig(BaseModel):
@@ -113,6 +122,9 @@ class KafkaMetrics:
         self.errors = counter("errors", "Producer-side errors by exception type", ["error"])
         self.consumed = counter("consumed_records", "Records returned by poll",
                                 ["topic", "group"])
+        self.commits_lost = counter(
+            "commits_overtaken", "Commits refused because the group was moving partitions "
+            "(their records are delivered again)", ["group"])
         self.buffered = Gauge("fabricops_kafkabus_buffered_records",
                               "Records queued, being retried or in flight", registry=registry)
         self.lag = Gauge("fabricops_kafkabus_consumer_lag_records",
@@ -219,7 +231,7 @@ def open_group_consumer(config: KafkaBusConfig, topics: Sequence[str], group: st
     """Connect a member of ``group`` for ``topics``; BusError names brokers and cause."""
     try:
         consumer = KafkaConsumer(
-            *topics, bootstrap_servers=config.bootstrap_servers.split(","),
+            bootstrap_servers=config.bootstrap_servers.split(","),
             client_id=config.client_id, group_id=group, enable_auto_commit=False,
             auto_offset_reset=config.auto_offset_reset,
             session_timeout_ms=config.session_timeout_ms,
@@ -230,19 +242,46 @@ def open_group_consumer(config: KafkaBusConfig, topics: Sequence[str], group: st
             max_partition_fetch_bytes=config.max_request_size_bytes,
             retry_backoff_ms=config.retry_backoff_ms, reconnect_backoff_ms=50,
             reconnect_backoff_max_ms=config.reconnect_backoff_max_ms)
+        joins = JoinWatch()
+        consumer.subscribe(list(topics), listener=joins)
     except (kerr.KafkaError, OSError, ValueError) as exc:
         raise BusError(f"Kafka at {config.bootstrap_servers}: group {group!r} cannot "
                        f"subscribe to {list(topics)}: {exc!r}") from exc
-    return KafkaGroupConsumer(consumer, tuple(topics), group, metrics, config)
+    return KafkaGroupConsumer(consumer, tuple(topics), group, metrics, config, joins)
+
+
+class JoinWatch(ConsumerRebalanceListener):  # type: ignore[misc]
+    """When this member began waiting for its group to finish a rebalance.
+
+    A member waits from its subscription until its first assignment, and again
+    from each revocation (a rebalance began) until the assignment that ends it.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.since: float | None = clock()
+
+    def on_partitions_revoked(self, revoked: object) -> None:
+        if self.since is None:
+            self.since = self._clock()
+
+    def on_partitions_assigned(self, assigned: object) -> None:
+        self.since = None
+
+    def waited_s(self) -> float:
+        """Seconds waited so far for the rebalance under way; 0 when there is none."""
+        return 0.0 if self.since is None else max(self._clock() - self.since, 0.0)
 
 
 class KafkaGroupConsumer:
     """A member of a Kafka consumer group (the ``Consumer`` protocol)."""
 
     def __init__(self, consumer: KafkaConsumer, topics: tuple[str, ...], group: str,
-                 metrics: KafkaMetrics, config: KafkaBusConfig) -> None:
+                 metrics: KafkaMetrics, config: KafkaBusConfig,
+                 joins: JoinWatch | None = None) -> None:
         self.topics = topics
         self.group = group
+        self._joins = joins or JoinWatch()
         self._consumer = consumer
         self._metrics = metrics
         self._config = config
@@ -300,6 +339,13 @@ class KafkaGroupConsumer:
             if offsets:
                 self._consumer.commit(offsets=offsets,
                                       timeout_ms=self._config.commit_timeout_ms)
+        except MOVED as exc:
+            # the group is moving partitions: this member's records are delivered
+            # again to their next owner; the next poll rejoins
+            self._metrics.commits_lost.labels(self.group).inc()
+            log.info("group %r: a commit was overtaken by a rebalance (%s); the records "
+                     "since the last commit are delivered again", self.group,
+                     type(exc).__name__)
         except (kerr.KafkaError, OSError) as exc:
             raise self._error("commit", exc) from exc
 
@@ -313,6 +359,10 @@ class KafkaGroupConsumer:
     def assignment(self) -> set[tuple[str, int]]:
         """The (topic, partition) pairs this member owns now."""
         return {(tp.topic, tp.partition) for tp in self._consumer.assignment()}
+
+    def joining_s(self) -> float:
+        """Seconds this member has waited for the group to finish a rebalance."""
+        return self._joins.waited_s()
 
     def _update_lag(self) -> None:
         """Lag from the high watermarks the last fetches carried (no extra request)."""

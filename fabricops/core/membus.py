@@ -319,6 +319,10 @@ class MemoryConsumer:
         with self._bus._cond:
             return set(self.positions)
 
+    def joining_s(self) -> float:
+        """Always 0: a member joins within its poll, under the bus's lock."""
+        return 0.0
+
     def _check_usable(self, what: str) -> None:
         if self._closed:
             raise BusError(f"group {self.group!r} member on {list(self.topics)}: "

@@ -7,13 +7,28 @@ makes it, the others find it.
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter
+from typing import TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+Metric = TypeVar("Metric", Counter, Gauge)
 
 
 def shared_counter(registry: CollectorRegistry, name: str, doc: str,
                    labels: list[str]) -> Counter:
     """The counter ``name`` of ``registry``, made on first use."""
+    return _shared(Counter, registry, name, doc, labels)
+
+
+def shared_gauge(registry: CollectorRegistry, name: str, doc: str,
+                 labels: list[str]) -> Gauge:
+    """The gauge ``name`` of ``registry``, made on first use."""
+    return _shared(Gauge, registry, name, doc, labels)
+
+
+def _shared(kind: type[Metric], registry: CollectorRegistry, name: str, doc: str,
+            labels: list[str]) -> Metric:
     existing = registry._names_to_collectors.get(name)
-    if isinstance(existing, Counter):
+    if isinstance(existing, kind):
         return existing
-    return Counter(name, doc, labels, registry=registry)
+    return kind(name, doc, labels, registry=registry)

@@ -184,3 +184,118 @@ def test_backoff_has_jitter_and_never_waits_past_the_cap(attempts: int) -> None:
     waits = [loop._backoff(attempts) for _ in range(200)]
     assert max(waits) <= 5.0
     assert len(set(waits)) > 1, "retries of many workers do not fall in step"
+
+
+class _Stuck:
+    """A member whose group never finishes its rebalance: it owns nothing, reads nothing
+    (or, ``broken``, whose every poll fails)."""
+
+    def __init__(self, waited_s: float, broken: bool = False) -> None:
+        self.waited_s, self.broken = waited_s, broken
+        self.closed = False
+        self.polls = 0
+
+    def poll(self, timeout_s: float = 1.0, max_records: int = 500) -> list[Message]:
+        self.polls += 1
+        if self.broken:
+            raise BusError("broker gone")
+        return []
+
+    def commit(self, hold: object = None) -> None:
+        pass
+
+    def assignment(self) -> set[tuple[str, int]]:
+        return set()
+
+    def joining_s(self) -> float:
+        return self.waited_s
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _StuckFirst:
+    """A bus whose first ``stuck`` subscriptions hang in a rebalance; the rest are real."""
+
+    def __init__(self, bus: MemoryBus, stuck: int, first: _Stuck | None = None) -> None:
+        self.bus, self.left = bus, stuck
+        self.members: list[_Stuck] = [first] if first is not None else []
+
+    def subscribe(self, topics: list[str], group: str) -> object:
+        if self.members and self.members[0].broken and len(self.members) == 1:
+            self.members.append(_Stuck(waited_s=30.0))
+            return self.members[-1]
+        if self.left <= 0:
+            return self.bus.subscribe(topics, group)
+        self.left -= 1
+        self.members.append(_Stuck(waited_s=120.0))
+        return self.members[-1]
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.bus, name)
+
+
+def test_a_rebalance_that_never_finishes_is_left_and_the_group_joined_again() -> None:
+    bus = _bus()
+    bus.publish(TOPIC, b"k", [b"a"])
+    stuck = _StuckFirst(bus, stuck=1)
+    handled: list[bytes] = []
+    loop = _loop(stuck, lambda batch: handled.extend(m.value for m in batch),  # type: ignore[arg-type]
+                 config=FAST.model_copy(update={"rejoin_after_s": 90}))
+    _run_until(loop, lambda: handled == [b"a"])
+    assert stuck.members[0].closed, "the member stuck in the rebalance left the group"
+    assert loop.m_failures.labels("worker", "bus")._value.get() == 1
+    assert loop.m_joining.labels("worker")._value.get() == 0, "the new member settled"
+
+
+def test_a_group_that_never_settles_gives_up_and_names_the_rebalance() -> None:
+    bus = _bus()
+    stuck = _StuckFirst(bus, stuck=1_000)
+    clock = [0.0]
+
+    def tick() -> float:
+        clock[0] += 10.0  # every look at the clock is ten seconds later
+        return clock[0]
+
+    liveness = Liveness()
+    loop = _loop(stuck, lambda _: None, liveness=liveness, clock=tick,  # type: ignore[arg-type]
+                 config=FAST.model_copy(update={"give_up_after_s": 100}))
+    _run_until(loop, lambda: bool(liveness.dead_workers()))
+    [dead] = liveness.dead_workers()
+    assert "rebalance has not finished after 120 s" in dead.reason
+    assert len(stuck.members) > 1, "it joined again before giving up"
+    assert all(m.closed for m in stuck.members)
+
+
+def test_a_member_waiting_less_than_rejoin_after_s_is_left_alone() -> None:
+    bus = _bus()
+    stuck = _StuckFirst(bus, stuck=1)
+    loop = _loop(stuck, lambda _: None,  # type: ignore[arg-type]
+                 config=FAST.model_copy(update={"rejoin_after_s": 121}))
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while loop.m_joining.labels("worker")._value.get() != 120.0:
+        assert time.monotonic() < deadline, "the wait was never shown"
+        time.sleep(0.01)
+    stop.set()
+    thread.join(timeout=30)
+    assert loop.m_failures.labels("worker", "bus")._value.get() == 0
+
+
+def test_an_outage_ends_only_once_the_rejoined_member_has_settled() -> None:
+    bus = _bus()
+    broken = _Stuck(waited_s=0.0, broken=True)
+    stuck = _StuckFirst(bus, stuck=0, first=broken)
+    loop = _loop(stuck, lambda _: None)  # type: ignore[arg-type]
+    stop = threading.Event()
+    thread = threading.Thread(target=loop.run, args=(stop, broken), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while len(stuck.members) < 2 or stuck.members[1].polls < 3:
+        assert time.monotonic() < deadline, "the loop never joined again"
+        time.sleep(0.01)
+    assert loop._outage.down, "a member still waiting for its group is not back"
+    stop.set()
+    thread.join(timeout=30)

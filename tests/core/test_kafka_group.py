@@ -1,0 +1,70 @@
+"""A Kafka group member's view of its rebalances: how long it has waited for one to
+finish, and a commit a rebalance overtakes (counted, not an outage). The real
+broker's side is in tests/integration/test_group_churn.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kafka.errors as kerr
+import pytest
+from prometheus_client import CollectorRegistry
+
+from fabricops.core.bus import BusError
+from fabricops.core.kafkaclient import JoinWatch, KafkaBusConfig, KafkaGroupConsumer, KafkaMetrics
+
+
+def test_a_member_waits_from_subscription_and_from_each_revocation_to_its_assignment(
+) -> None:
+    now = [100.0]
+    watch = JoinWatch(clock=lambda: now[0])
+    now[0] = 104.0
+    assert watch.waited_s() == 4.0, "joining since the subscription"
+    watch.on_partitions_assigned(set())
+    assert watch.waited_s() == 0.0, "settled, even with no partition"
+    now[0] = 200.0
+    watch.on_partitions_revoked({("t", 0)})
+    now[0] = 230.0
+    watch.on_partitions_revoked(set())  # a retried join does not restart the wait
+    now[0] = 260.0
+    assert watch.waited_s() == 60.0
+    watch.on_partitions_assigned({("t", 1)})
+    assert watch.waited_s() == 0.0
+
+
+class _Refusing:
+    """The few KafkaConsumer calls ``commit`` makes; every commit raises ``error``."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def commit(self, **_: Any) -> None:
+        raise self.error
+
+    def assignment(self) -> set[Any]:
+        return set()
+
+
+def _member(error: Exception) -> tuple[KafkaGroupConsumer, KafkaMetrics]:
+    metrics = KafkaMetrics(CollectorRegistry())
+    member = KafkaGroupConsumer(_Refusing(error), ("t",), "g", metrics,  # type: ignore[arg-type]
+                                KafkaBusConfig())
+    return member, metrics
+
+
+@pytest.mark.parametrize("error", [kerr.RebalanceInProgressError(), kerr.CommitFailedError(),
+                                   kerr.IllegalGenerationError(),
+                                   kerr.UnknownMemberIdError()])
+def test_a_commit_overtaken_by_a_rebalance_is_counted_and_not_an_outage(
+    error: Exception,
+) -> None:
+    member, metrics = _member(error)
+    member.commit()
+    assert metrics.commits_lost.labels("g")._value.get() == 1
+
+
+def test_a_commit_the_broker_cannot_take_is_a_named_bus_error() -> None:
+    member, metrics = _member(kerr.KafkaConnectionError("connection reset"))
+    with pytest.raises(BusError, match="group 'g' on \\['t'\\]: commit failed"):
+        member.commit()
+    assert metrics.commits_lost.labels("g")._value.get() == 0
