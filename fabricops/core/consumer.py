@@ -31,12 +31,13 @@ goes on until ``stop`` is set. What can go wrong, and what it does:
   ``idle`` is called when a poll brings nothing (the handler may write what
   it holds of sources gone silent).
 - **A rebalance that does not finish** (the member has waited ``rejoin_after_s``
-  for its group to settle, which a broker that lost track of a member can make
-  last for ever): a ``BusError`` as above, so the member leaves, joins again
-  under a new identity, the outage is logged and counted, and the loop gives
-  up like any other outage. An outage ends only once the member's group has
-  settled, not at the first poll that answers. ``fabricops_consumer_joining_seconds`` shows the
-  wait while it lasts.
+  for its group to settle, longer than the brokers wait for a member slow to
+  rejoin; a broker that lost track of a member can make it last for ever): a
+  ``BusError`` as above, so the member leaves, joins again under a new
+  identity, the outage is logged and counted, and the loop gives up like any
+  other outage. An outage ends only once the member's group has settled, not
+  at the first poll that answers. ``fabricops_consumer_joining_seconds`` shows
+  the wait while it lasts.
 - Between retries the loop waits a backoff that doubles from ``backoff_s`` up
   to ``max_backoff_s``, with jitter. An outage is logged once when it starts
   and once when it ends. If the loop has not completed a batch for
@@ -78,8 +79,9 @@ class ConsumerLoopConfig(BaseModel):
     give_up_after_s: float = Field(
         default=300.0, gt=0, description="No batch done for this long: the worker is dead")
     rejoin_after_s: float = Field(
-        default=90.0, gt=0, description="Waiting this long for the group to finish a "
-        "rebalance: leave and join again")
+        default=330.0, gt=0, description="Waiting this long for the group to finish a "
+        "rebalance: leave and join again (longer than a healthy rebalance can last: the "
+        "Kafka bus's max_poll_interval_ms and a session, 310 s by default)")
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -123,7 +125,8 @@ class ConsumerLoop:
             "How long a consumer loop's member has waited for its group to finish a "
             "rebalance (0: settled)", ["worker"])
         self.m_records.labels(name)
-        self.m_joining.labels(name).set(0)
+        self._member: Consumer | None = None  # the group member now polled, for the gauge
+        self.m_joining.labels(name).set_function(self._joining_s)
         for reason in ("bus", "transient", "loop"):
             self.m_failures.labels(name, reason)
         self._outage = Outage(self.log, f"{name}: bus or store", clock)
@@ -143,6 +146,7 @@ class ConsumerLoop:
         attempt = 0
         stale = False  # the handler's state must be rebuilt before the next attempt
         owned: set[tuple[str, int]] | None = None
+        self._member = consumer
         while not stop.is_set():
             try:
                 if stale:
@@ -150,6 +154,7 @@ class ConsumerLoop:
                     stale = False
                 if consumer is None:
                     consumer = self.bus.subscribe(self.topics, self.group)
+                    self._member = consumer
                 if not pending:
                     pending = consumer.poll(self.config.poll_timeout_s, self.config.max_records)
                     self._check_join(consumer)
@@ -170,7 +175,7 @@ class ConsumerLoop:
                 if isinstance(exc, BusError):
                     kind = "bus"
                     _close_quietly(consumer)
-                    consumer, pending, owned = None, [], None
+                    consumer, pending, owned, self._member = None, [], None, None
                 else:
                     kind = "transient" if is_transient(exc) else "loop"
                 self.m_failures.labels(self.name, kind).inc()
@@ -189,14 +194,19 @@ class ConsumerLoop:
         if stop.is_set():
             self._drain(consumer)
         _close_quietly(consumer)
+        self._member = None
 
     def _check_join(self, consumer: Consumer) -> None:
         """BusError once the member has waited ``rejoin_after_s`` for a rebalance."""
         waited = consumer.joining_s()
-        self.m_joining.labels(self.name).set(waited)
         if waited >= self.config.rejoin_after_s:
             raise BusError(f"group {self.group!r} on {self.topics}: a rebalance has not "
                            f"finished after {waited:.0f} s; joining again as a new member")
+
+    def _joining_s(self) -> float:
+        """The wait of the member now polled (read at each scrape, also mid-poll)."""
+        member = self._member
+        return 0.0 if member is None else member.joining_s()
 
     def _drain(self, consumer: Consumer | None) -> None:
         """Stopped: let the handler make what it holds durable, then commit it."""

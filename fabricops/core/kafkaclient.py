@@ -22,6 +22,8 @@ from typing import Any, Literal
 import kafka.errors as kerr
 from kafka import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.structs import OffsetAndMetadata
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -88,6 +90,13 @@ class KafkaBusConfig(BaseModel):
             raise ValueError("heartbeat_interval_ms must be below session_timeout_ms")
         return self
 
+    @property
+    def longest_rebalance_s(self) -> float:
+        """The longest a healthy rebalance lasts: the brokers wait up to the rebalance
+        timeout (``max_poll_interval_ms``) for the members, and a session more for one
+        that died."""
+        return (self.max_poll_interval_ms + self.session_timeout_ms) / 1000
+
     def producer_options(self) -> dict[str, Any]:
         """kafka-python KafkaProducer keyword arguments for this config."""
         return {
@@ -122,7 +131,7 @@ class KafkaMetrics:
         self.errors = counter("errors", "Producer-side errors by exception type", ["error"])
         self.consumed = counter("consumed_records", "Records returned by poll",
                                 ["topic", "group"])
-        self.commits_lost = counter(
+        self.commits_overtaken = counter(
             "commits_overtaken", "Commits refused because the group was moving partitions "
             "(their records are delivered again)", ["group"])
         self.buffered = Gauge("fabricops_kafkabus_buffered_records",
@@ -241,7 +250,10 @@ def open_group_consumer(config: KafkaBusConfig, topics: Sequence[str], group: st
             bootstrap_timeout_ms=config.connect_timeout_ms,
             max_partition_fetch_bytes=config.max_request_size_bytes,
             retry_backoff_ms=config.retry_backoff_ms, reconnect_backoff_ms=50,
-            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms)
+            reconnect_backoff_max_ms=config.reconnect_backoff_max_ms,
+            # eager: every rebalance revokes, then assigns (JoinWatch relies on it)
+            partition_assignment_strategy=(RangePartitionAssignor,
+                                           RoundRobinPartitionAssignor))
         joins = JoinWatch()
         consumer.subscribe(list(topics), listener=joins)
     except (kerr.KafkaError, OSError, ValueError) as exc:
@@ -255,6 +267,10 @@ class JoinWatch(ConsumerRebalanceListener):  # type: ignore[misc]
 
     A member waits from its subscription until its first assignment, and again
     from each revocation (a rebalance began) until the assignment that ends it.
+    This holds for eager assignors (range, round robin), which revoke everything
+    and assign again, even nothing, at every rebalance; a cooperative assignor
+    calls neither when nothing moves. kafka-python calls the listener on its
+    network thread while the member's own thread waits in ``poll``.
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -262,26 +278,31 @@ class JoinWatch(ConsumerRebalanceListener):  # type: ignore[misc]
         self.since: float | None = clock()
 
     def on_partitions_revoked(self, revoked: object) -> None:
+        """A rebalance began (or a join was tried again): the wait starts, once."""
         if self.since is None:
             self.since = self._clock()
 
     def on_partitions_assigned(self, assigned: object) -> None:
+        """The rebalance ended: the member is settled, with or without partitions."""
         self.since = None
 
     def waited_s(self) -> float:
         """Seconds waited so far for the rebalance under way; 0 when there is none."""
-        return 0.0 if self.since is None else max(self._clock() - self.since, 0.0)
+        since = self.since
+        return 0.0 if since is None else max(self._clock() - since, 0.0)
 
 
 class KafkaGroupConsumer:
     """A member of a Kafka consumer group (the ``Consumer`` protocol)."""
 
     def __init__(self, consumer: KafkaConsumer, topics: tuple[str, ...], group: str,
-                 metrics: KafkaMetrics, config: KafkaBusConfig,
-                 joins: JoinWatch | None = None) -> None:
+                 metrics: KafkaMetrics, config: KafkaBusConfig, joins: JoinWatch,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.topics = topics
         self.group = group
-        self._joins = joins or JoinWatch()
+        self._joins = joins
+        self._clock = clock
+        self._refused_since: float | None = None
         self._consumer = consumer
         self._metrics = metrics
         self._config = config
@@ -323,31 +344,45 @@ class KafkaGroupConsumer:
 
     def commit(self, hold: Mapping[tuple[str, int], int] | None = None) -> None:
         """Commit the offsets after every record polled, no further than ``hold`` for the
-        partitions in it (blocks up to commit_timeout_ms)."""
+        partitions in it (blocks up to commit_timeout_ms).
+
+        A commit refused because the group is moving partitions is counted and not
+        raised: the records since the last commit go again to their next owner, and
+        the next poll rejoins. Refused for longer than a rebalance can last
+        (``longest_rebalance_s``), it is a BusError.
+        """
         try:
-            if not hold:
-                self._consumer.commit(timeout_ms=self._config.commit_timeout_ms)
-                return
-            offsets = {}
-            for tp in self._consumer.assignment():
-                # the consumer's own position: after a rebalance it restarts at the
-                # committed offset, whatever this member had read before
-                position = self._consumer.position(tp, timeout_ms=self._config.commit_timeout_ms)
-                if position is not None:
-                    done = min(position, hold.get((tp.topic, tp.partition), position))
-                    offsets[tp] = OffsetAndMetadata(done, "", -1)
-            if offsets:
-                self._consumer.commit(offsets=offsets,
-                                      timeout_ms=self._config.commit_timeout_ms)
+            self._commit(hold)
         except MOVED as exc:
-            # the group is moving partitions: this member's records are delivered
-            # again to their next owner; the next poll rejoins
-            self._metrics.commits_lost.labels(self.group).inc()
+            self._metrics.commits_overtaken.labels(self.group).inc()
+            now = self._clock()
+            if self._refused_since is None:
+                self._refused_since = now
+            refused_s = now - self._refused_since
+            if refused_s > self._config.longest_rebalance_s:
+                raise self._error(f"every commit for {refused_s:.0f} s", exc) from exc
             log.info("group %r: a commit was overtaken by a rebalance (%s); the records "
                      "since the last commit are delivered again", self.group,
                      type(exc).__name__)
         except (kerr.KafkaError, OSError) as exc:
             raise self._error("commit", exc) from exc
+        else:
+            self._refused_since = None
+
+    def _commit(self, hold: Mapping[tuple[str, int], int] | None) -> None:
+        if not hold:
+            self._consumer.commit(timeout_ms=self._config.commit_timeout_ms)
+            return
+        offsets = {}
+        for tp in self._consumer.assignment():
+            # the consumer's own position: after a rebalance it restarts at the
+            # committed offset, whatever this member had read before
+            position = self._consumer.position(tp, timeout_ms=self._config.commit_timeout_ms)
+            if position is not None:
+                done = min(position, hold.get((tp.topic, tp.partition), position))
+                offsets[tp] = OffsetAndMetadata(done, "", -1)
+        if offsets:
+            self._consumer.commit(offsets=offsets, timeout_ms=self._config.commit_timeout_ms)
 
     def close(self) -> None:
         """Leave the group without committing."""

@@ -28,6 +28,7 @@ def shared_gauge(registry: CollectorRegistry, name: str, doc: str,
 
 def _shared(kind: type[Metric], registry: CollectorRegistry, name: str, doc: str,
             labels: list[str]) -> Metric:
+    """The metric ``name`` of ``registry`` if it is a ``kind``, else a new one there."""
     existing = registry._names_to_collectors.get(name)
     if isinstance(existing, kind):
         return existing

@@ -186,6 +186,13 @@ def test_backoff_has_jitter_and_never_waits_past_the_cap(attempts: int) -> None:
     assert len(set(waits)) > 1, "retries of many workers do not fall in step"
 
 
+def _joining_gauge(loop: ConsumerLoop) -> float:
+    """``fabricops_consumer_joining_seconds`` of the worker, as a scrape reads it."""
+    [family] = loop.m_joining.collect()
+    [value] = [s.value for s in family.samples if s.labels == {"worker": "worker"}]
+    return value
+
+
 class _Stuck:
     """A member whose group never finishes its rebalance: it owns nothing, reads nothing
     (or, ``broken``, whose every poll fails)."""
@@ -240,12 +247,15 @@ def test_a_rebalance_that_never_finishes_is_left_and_the_group_joined_again() ->
     bus.publish(TOPIC, b"k", [b"a"])
     stuck = _StuckFirst(bus, stuck=1)
     handled: list[bytes] = []
-    loop = _loop(stuck, lambda batch: handled.extend(m.value for m in batch),  # type: ignore[arg-type]
-                 config=FAST.model_copy(update={"rejoin_after_s": 90}))
+    def handle(batch: list[Message]) -> None:
+        handled.extend(m.value for m in batch)
+
+    loop = _loop(stuck, handle, config=FAST.model_copy(  # type: ignore[arg-type]
+        update={"rejoin_after_s": 90}))
     _run_until(loop, lambda: handled == [b"a"])
     assert stuck.members[0].closed, "the member stuck in the rebalance left the group"
     assert loop.m_failures.labels("worker", "bus")._value.get() == 1
-    assert loop.m_joining.labels("worker")._value.get() == 0, "the new member settled"
+    assert _joining_gauge(loop) == 0, "the new member settled"
 
 
 def test_a_group_that_never_settles_gives_up_and_names_the_rebalance() -> None:
@@ -259,7 +269,8 @@ def test_a_group_that_never_settles_gives_up_and_names_the_rebalance() -> None:
 
     liveness = Liveness()
     loop = _loop(stuck, lambda _: None, liveness=liveness, clock=tick,  # type: ignore[arg-type]
-                 config=FAST.model_copy(update={"give_up_after_s": 100}))
+                 config=FAST.model_copy(update={"give_up_after_s": 100,
+                                                "rejoin_after_s": 90}))
     _run_until(loop, lambda: bool(liveness.dead_workers()))
     [dead] = liveness.dead_workers()
     assert "rebalance has not finished after 120 s" in dead.reason
@@ -276,7 +287,7 @@ def test_a_member_waiting_less_than_rejoin_after_s_is_left_alone() -> None:
     thread = threading.Thread(target=loop.run, args=(stop,), daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
-    while loop.m_joining.labels("worker")._value.get() != 120.0:
+    while _joining_gauge(loop) != 120.0:
         assert time.monotonic() < deadline, "the wait was never shown"
         time.sleep(0.01)
     stop.set()

@@ -4,6 +4,7 @@ broker's side is in tests/integration/test_group_churn.py."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import kafka.errors as kerr
@@ -45,10 +46,11 @@ class _Refusing:
         return set()
 
 
-def _member(error: Exception) -> tuple[KafkaGroupConsumer, KafkaMetrics]:
+def _member(error: Exception, clock: Callable[[], float] = lambda: 0.0
+            ) -> tuple[KafkaGroupConsumer, KafkaMetrics]:
     metrics = KafkaMetrics(CollectorRegistry())
     member = KafkaGroupConsumer(_Refusing(error), ("t",), "g", metrics,  # type: ignore[arg-type]
-                                KafkaBusConfig())
+                                KafkaBusConfig(), JoinWatch(), clock=clock)
     return member, metrics
 
 
@@ -60,11 +62,24 @@ def test_a_commit_overtaken_by_a_rebalance_is_counted_and_not_an_outage(
 ) -> None:
     member, metrics = _member(error)
     member.commit()
-    assert metrics.commits_lost.labels("g")._value.get() == 1
+    assert metrics.commits_overtaken.labels("g")._value.get() == 1
 
 
 def test_a_commit_the_broker_cannot_take_is_a_named_bus_error() -> None:
     member, metrics = _member(kerr.KafkaConnectionError("connection reset"))
     with pytest.raises(BusError, match="group 'g' on \\['t'\\]: commit failed"):
         member.commit()
-    assert metrics.commits_lost.labels("g")._value.get() == 0
+    assert metrics.commits_overtaken.labels("g")._value.get() == 0
+
+
+def test_commits_refused_for_longer_than_a_rebalance_can_last_are_an_outage() -> None:
+    now = [0.0]
+    member, metrics = _member(kerr.IllegalGenerationError(), clock=lambda: now[0])
+    limit = KafkaBusConfig().longest_rebalance_s
+    assert limit == 310.0, "max_poll_interval_ms and a session, by default"
+    for now[0] in (0.0, 100.0, limit):
+        member.commit()  # within a rebalance's length: counted
+    now[0] = limit + 1
+    with pytest.raises(BusError, match="every commit for 311 s failed"):
+        member.commit()
+    assert metrics.commits_overtaken.labels("g")._value.get() == 4

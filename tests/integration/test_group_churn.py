@@ -96,12 +96,17 @@ def test_a_member_killed_and_replaced_leaves_a_group_that_settles_again(
     try:
         members.append(Member(kafka_broker, topic, group))
 
+        waits: list[float] = []
+
         def settled() -> bool:
+            waits.append(registry.get_sample_value("fabricops_consumer_joining_seconds",
+                                                   {"worker": "survivor"}) or 0.0)
             other = members[-1].owns
             return bool(kept) and bool(other) and kept | other == PARTITIONS \
                 and not kept & other
 
         _wait(settled, 90, "two members never split the partitions")
+        waits.clear()
         members[-1].kill()
         members.append(Member(kafka_broker, topic, group))
         started = time.monotonic()
@@ -111,6 +116,12 @@ def test_a_member_killed_and_replaced_leaves_a_group_that_settles_again(
         bus_failures = loop.m_failures.labels("survivor", "bus")._value.get()
         assert bus_failures == 0, "the survivor left the group over a commit a rebalance " \
             "overtook"
+        overtaken = registry.get_sample_value("fabricops_kafkabus_commits_overtaken_total",
+                                              {"group": group})
+        assert overtaken, "the survivor committed through the rebalance, and was refused"
+        assert max(waits) > 0, "the survivor's wait for the rebalance was shown"
+        assert registry.get_sample_value("fabricops_consumer_joining_seconds",
+                                         {"worker": "survivor"}) == 0, "and is over"
     finally:
         feeding.clear()
         stop.set()
