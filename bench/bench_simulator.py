@@ -1,9 +1,10 @@
 """Simulated seconds per second of one core's CPU time, 1 s ticks.
 
-Two fabrics under a running training job (ring AllReduce over every rail,
-random placement, compute and collective phases): a 512-GPU leaf-spine and a
-16,384-GPU rail-optimized fabric. Prints per fabric its build and set-up time,
-flows, milliseconds per tick and the speed-up over real time, for the model
+Three fabrics under a running training job (ring AllReduce over every rail,
+random placement, compute and collective phases): a 512-GPU leaf-spine, a
+16,384-GPU rail-optimized fabric and a 16,000-GPU three-tier fat-tree (k=40,
+2,000 hosts of 8 NICs), the same job size on two shapes. Prints per fabric its
+build and set-up time, flows, milliseconds per tick and the speed-up over real time, for the model
 alone and with every device's telemetry frames cut each tick: in CPU time
 (``time.process_time``: other load on the machine does not count) and, beside
 it, in wall time (the process is pinned to one core). Then, per fabric, what a
@@ -33,7 +34,7 @@ import numpy as np
 
 from fabricops.core import heap
 from fabricops.core.topology import Topology
-from fabricops.simulator.builders import leaf_spine, rail_optimized
+from fabricops.simulator.builders import fat_tree, leaf_spine, rail_optimized
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.scenario import build_simulator, load_preset
 from fabricops.simulator.workload import JobSpec
@@ -41,6 +42,7 @@ from fabricops.simulator.workload import JobSpec
 FABRICS: dict[str, tuple[Callable[[], Topology], int]] = {
     "leaf-spine 512 GPUs": (lambda: leaf_spine(gpus=512), 60),
     "rail-optimized 16,384 GPUs": (lambda: rail_optimized(gpus=16384), 2000),
+    "fat-tree k=40, 16,000 GPUs": (lambda: fat_tree(k=40, nics_per_host=8), 2000),
 }
 
 
@@ -126,7 +128,7 @@ def main() -> None:
     parser.add_argument("--preset", action="append", default=[],
                         help="also a shipped scenario (repeat), e.g. rail-100k")
     parser.add_argument("--skip-default", action="store_true",
-                        help="only the presets, not the two default fabrics")
+                        help="only the presets, not the three default fabrics")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})

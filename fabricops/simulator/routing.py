@@ -17,6 +17,8 @@ its channels' state and weight, and on its seed and hash fields.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 from scipy.sparse import coo_matrix
@@ -28,6 +30,7 @@ U64 = npt.NDArray[np.uint64]
 I32 = npt.NDArray[np.int32]
 B = npt.NDArray[np.bool_]
 UNREACHABLE = np.int16(30000)
+_SCATTER_MAX = 1 << 22  # changed distances x switch radix marked one by one, at most
 _M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(
     0x9E3779B97F4A7C15
 )
@@ -72,6 +75,7 @@ class Router:
         self._target_row = np.full(len(fabric.switch_nodes), -1, dtype=np.int32)
         self._target_row[self.targets] = np.arange(len(self.targets), dtype=np.int32)
         self.dist = np.zeros((0, 0), dtype=np.int16)
+        self._up_seen: B | None = None  # the links up at the last refresh
         self.refresh()
 
     def _build_adjacency(self) -> None:
@@ -99,15 +103,75 @@ class Router:
         self._ch_tx_sw = tx_sw
 
     def refresh(self) -> None:
-        """Recompute hop distances to every NIC-facing switch over links that are up."""
+        """Hop distances to every NIC-facing switch over links that are up, in a new
+        ``dist`` (the old one is left as it was, for ``stale``).
+
+        After a change only the targets whose distances it can change are searched
+        again: the old distances still hold for a target when every link that came up
+        joins switches at most one hop apart, and every switch that lost a link still
+        has a neighbour one hop closer (a switch left with no link is unreachable).
+        """
         up = self.link_up[self._inter_ch // 2]
+        seen, self._up_seen = self._up_seen, up
+        if seen is None or np.array_equal(seen, up):
+            if seen is None:
+                self.dist = self._search(up, self.targets)
+            return
+        dist, redo = self._repair(seen, up)
+        if redo.size:
+            dist[redo] = self._search(up, self.targets[redo])
+        self.dist = dist
+
+    def _search(self, up: B, targets: npt.NDArray[np.integer[Any]]
+                ) -> npt.NDArray[np.int16]:
+        """Breadth-first hop distances from ``targets`` over the channels ``up``."""
         n_sw = len(self.fabric.switch_nodes)
         graph = coo_matrix(
             (np.ones(int(up.sum())), (self._inter_tx[up], self._inter_rx[up])), shape=(n_sw, n_sw)
         ).tocsr()
-        d = shortest_path(graph, method="D", unweighted=True, directed=True, indices=self.targets)
+        d = shortest_path(graph, method="D", unweighted=True, directed=True, indices=targets)
         # distances *to* a target: the switch graph is symmetric, links are up or down as a whole
-        self.dist = np.where(np.isfinite(d), d, UNREACHABLE).astype(np.int16)
+        return np.where(np.isfinite(d), d, UNREACHABLE).astype(np.int16)
+
+    def _repair(self, seen: B, up: B) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64]]:
+        """The old distances with newly isolated switches made unreachable, and the target
+        rows that still need a search (see ``refresh``)."""
+        dist = self.dist.copy()
+        n_sw = len(self.fabric.switch_nodes)
+        alone = np.flatnonzero(np.bincount(self._inter_tx[up], minlength=n_sw) == 0)
+        dist[:, alone] = UNREACHABLE
+        rows = self._target_row[alone]
+        dist[rows[rows >= 0]] = UNREACHABLE
+        dist[rows[rows >= 0], alone[rows >= 0]] = 0
+        redo = np.zeros(len(self.targets), bool)
+        gained = up & ~seen
+        if gained.any():  # a link that came up may be a shortcut
+            was_alone = np.bincount(self._inter_tx[seen], minlength=n_sw) == 0
+            self._rejoin(dist, np.unique(self._inter_tx[gained & was_alone[self._inter_tx]]))
+            ends = dist[:, self._inter_tx[gained]].astype(np.int32)
+            redo |= (np.abs(ends - dist[:, self._inter_rx[gained]]) > 1).any(axis=1)
+        lost = np.unique(self._inter_tx[seen & ~up])
+        lost = lost[~np.isin(lost, alone)]
+        if lost.size:  # a switch that lost a link must keep a neighbour one hop closer
+            nbr = self.out_nbr[lost]
+            live = (nbr >= 0) & np.append(self.link_up, False)[self.out_ch[lost] // 2]
+            here = dist[:, lost].astype(np.int32)
+            closer = (dist[:, np.maximum(nbr, 0)] == (here - 1)[:, :, None]) & live
+            kept = closer.any(axis=2) | (here == 0) | (here >= UNREACHABLE)
+            redo |= ~kept.all(axis=1)
+        return dist, np.flatnonzero(redo)
+
+    def _rejoin(self, dist: npt.NDArray[np.int16], back: npt.NDArray[np.int32]) -> None:
+        """Distances of switches ``back`` from isolation: one more than their nearest
+        neighbour's (twice, for neighbours back together); ``_repair`` then checks
+        every link of theirs, as all of them came up."""
+        rows = self._target_row[back]
+        for _ in range(2 if back.size else 0):
+            nbr = self.out_nbr[back]
+            live = (nbr >= 0) & np.append(self.link_up, False)[self.out_ch[back] // 2]
+            near = np.where(live, dist[:, np.maximum(nbr, 0)], UNREACHABLE).min(axis=2)
+            dist[:, back] = np.minimum(near.astype(np.int32) + 1, UNREACHABLE)
+            dist[rows[rows >= 0], back[rows >= 0]] = 0
 
     def decisions_changed(self, old_dist: npt.NDArray[np.int16], channels: I32
                           ) -> B:
@@ -115,8 +179,14 @@ class Router:
         the distances were ``old_dist``, given that ``channels`` changed state or weight."""
         moved: B = old_dist != self.dist
         out: B = moved.copy()
-        rows = np.flatnonzero(moved.any(axis=1))  # targets some distance to changed
-        if rows.size:  # a neighbour's distance decides eligibility too
+        row, col = np.nonzero(moved)  # a neighbour's distance decides eligibility too
+        width = self.out_nbr.shape[1]
+        if row.size * width <= _SCATTER_MAX:  # few changed: mark their neighbours
+            nbr = self.out_nbr[col]
+            known = nbr >= 0
+            out[np.repeat(row, width)[known.ravel()], nbr[known]] = True
+        else:  # many: one product with the adjacency, per target some distance changed
+            rows = np.unique(row)
             out[rows] |= np.asarray(self._adj @ moved[rows].T.astype(np.int32)).T > 0
         sw = self._ch_tx_sw[channels[channels < len(self._ch_tx_sw)]]
         out[:, sw[sw >= 0]] = True

@@ -100,3 +100,87 @@ def test_a_wcmp_drain_reroutes_exactly() -> None:
     sim.control.set_wcmp_weights(fab.node_ids[node], {fab.port_ids[tx_port]: 0, other: 3})
     _same(sim)
     assert not (sim.paths == fab.port_tx_ch[tx_port]).any(), "a drained port carries no flow"
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, "fat_tree k=8"])
+def test_distances_after_each_link_change_equal_a_search_from_scratch(
+    shape: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topo = fat_tree(k=8) if shape == "fat_tree k=8" else SHAPES[shape]()
+    router = _sim(topo).router
+    fab = router.fabric
+    searched: list[int] = []
+    search = router._search
+
+    def counted(up: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        searched.append(len(targets))
+        return search(up, targets)
+
+    monkeypatch.setattr(router, "_search", counted)
+    rng = np.random.default_rng(7)
+    for step in range(48):
+        if step % 4 == 3:  # a whole switch cut off, or back
+            node = int(rng.choice(fab.switch_nodes))
+            ports = np.asarray(fab.node_ports(node))
+            links = np.unique(fab.port_tx_ch[ports[fab.port_tx_ch[ports] >= 0]] // 2)
+            router.link_up[links] = not router.link_up[links].all()
+        else:  # a few links flip
+            links = rng.choice(fab.n_links, size=int(rng.integers(1, 4)), replace=False)
+            router.link_up[links] = ~router.link_up[links]
+        old = router.dist
+        router.refresh()
+        expected = search(router.link_up[router._inter_ch // 2], router.targets)
+        assert np.array_equal(router.dist, expected), f"change {step}"
+        assert router.dist is old or not np.shares_memory(router.dist, old), \
+            "the distances before the change are left as they were"
+    assert searched, "some changes needed a search"
+    assert min(searched) < len(router.targets), "some changes searched fewer targets"
+    assert searched.count(len(router.targets)) < len(searched) // 2, \
+        "most changes did not search every target again"
+
+
+def test_a_switch_cut_off_and_back_searches_only_the_targets_it_was_the_way_to(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    router = _sim(fat_tree(k=8)).router
+    fab = router.fabric
+    searched: list[int] = []
+    search = router._search
+
+    def counted(up: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        searched.append(len(targets))
+        return search(up, targets)
+
+    monkeypatch.setattr(router, "_search", counted)
+    agg = next(i for i, node in enumerate(fab.switch_nodes)
+               if fab.node_ids[node].startswith("agg-0-"))
+    ports = np.asarray(fab.node_ports(int(fab.switch_nodes[agg])))
+    links = np.unique(fab.port_tx_ch[ports[fab.port_tx_ch[ports] >= 0]] // 2)
+    for state in (False, True):
+        router.link_up[links] = state
+        router.refresh()
+        assert np.array_equal(router.dist,
+                              search(router.link_up[router._inter_ch // 2], router.targets))
+    # it is its cores' only way into pod 0: pod 0's 4 leaves, cut off and back
+    assert searched == [4, 4], f"targets searched again: {searched} of {len(router.targets)}"
+
+
+def test_decisions_marked_one_by_one_equal_those_of_the_adjacency_product(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fabricops.simulator import routing
+
+    router = _sim(fat_tree(k=8)).router
+    rng = np.random.default_rng(3)
+    for _ in range(12):
+        links = rng.choice(router.fabric.n_links, size=int(rng.integers(1, 6)), replace=False)
+        old = router.dist
+        router.link_up[links] = ~router.link_up[links]
+        router.refresh()
+        channels = np.concatenate((2 * links, 2 * links + 1)).astype(np.int32)
+        one_by_one = router.decisions_changed(old, channels)
+        monkeypatch.setattr(routing, "_SCATTER_MAX", -1)
+        product = router.decisions_changed(old, channels)
+        monkeypatch.undo()
+        assert np.array_equal(one_by_one, product)
+        assert (old != router.dist).sum() * 4 < one_by_one.size, "few distances changed"
