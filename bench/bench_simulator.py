@@ -9,8 +9,8 @@ alone and with every device's telemetry frames cut each tick: in CPU time
 (``time.process_time``: other load on the machine does not count) and, beside
 it, in wall time (the process is pinned to one core). Then, per fabric, what a
 link change costs once the control plane converges (CPU time,
-median of ``--changes`` changes, each of the busiest leaf uplink, then of a
-spine, going down and back): only the flows it can move routed again
+median of ``--changes`` changes, each of the busiest leaf uplink, then of the
+switch it climbs to, going down and back): only the flows it can move routed again
 (``reroute_changed``), beside routing every flow again (the baseline).
 ``--preset NAME`` (repeatable) measures a shipped scenario the same way, e.g.
 ``rail-64k`` and ``rail-100k``, and prints the process's peak resident memory
@@ -101,7 +101,7 @@ def link_change(name: str, sim: Simulator, changes: int) -> None:
     ports = np.asarray(fab.node_ports(spine))
     spine_links = np.unique(fab.port_tx_ch[ports[fab.port_tx_ch[ports] >= 0]] // 2)
     for label, links in (("busiest link", np.array([link])),
-                         (f"all {len(spine_links)} links of a spine", spine_links)):
+                         (f"all {len(spine_links)} links of the switch above", spine_links)):
         ch = np.concatenate((2 * links, 2 * links + 1)).astype(np.int32)
         inc, full, moved = [], [], []
         for _ in range(changes):
