@@ -116,9 +116,10 @@ def link_change(name: str, sim: Simulator, changes: int) -> None:
             sim.reroute_all()
             full.append(time.process_time() - t)
         ms_inc, ms_full = 1e3 * statistics.median(inc), 1e3 * statistics.median(full)
-        print(f"  {label} down or up: {ms_inc:6.1f} ms "
-              f"({statistics.median(moved):,.0f} flows routed again); every flow routed "
-              f"again {ms_full:6.1f} ms ({ms_full / max(ms_inc, 1e-9):.0f}x)")
+        print(f"  {label} down or up: {ms_inc:.1f} ms, "
+              f"{statistics.median(moved):,.0f} flows routed again\n"
+              f"    (every flow routed again: {ms_full:.1f} ms, "
+              f"{ms_full / max(ms_inc, 1e-9):.0f}x)")
 
 
 def main() -> None:
