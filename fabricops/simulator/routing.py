@@ -31,6 +31,7 @@ I32 = npt.NDArray[np.int32]
 B = npt.NDArray[np.bool_]
 UNREACHABLE = np.int16(30000)
 _SCATTER_MAX = 1 << 22  # changed distances x switch radix marked one by one, at most
+_REPAIR_MAX = 1 << 23  # targets x switches checked x switch radix, else a search
 _M1, _M2, _GOLD = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB), np.uint64(
     0x9E3779B97F4A7C15
 )
@@ -102,25 +103,23 @@ class Router:
         self._ch_rx_sw = np.append(rx_sw, -1).astype(np.int32)
         self._ch_tx_sw = tx_sw
 
-    def refresh(self) -> None:
+    def refresh(self, *, from_scratch: bool = False) -> None:
         """Hop distances to every NIC-facing switch over links that are up, in a new
         ``dist`` (the old one is left as it was, for ``stale``).
 
         After a change only the targets whose distances it can change are searched
-        again: the old distances still hold for a target when every link that came up
-        joins switches at most one hop apart, and every switch that lost a link still
-        has a neighbour one hop closer (a switch left with no link is unreachable).
+        again (unless ``from_scratch``): the old distances still hold for a target when
+        every link that came up joins switches at most one hop apart, and every switch
+        that lost a link still has a neighbour one hop closer (a switch left with no
+        link is unreachable). A change too wide for that check searches every target.
         """
         up = self.link_up[self._inter_ch // 2]
-        seen, self._up_seen = self._up_seen, up
-        if seen is None or np.array_equal(seen, up):
-            if seen is None:
-                self.dist = self._search(up, self.targets)
-            return
-        dist, redo = self._repair(seen, up)
-        if redo.size:
-            dist[redo] = self._search(up, self.targets[redo])
-        self.dist = dist
+        seen = self._up_seen
+        if from_scratch or seen is None:
+            self.dist = self._search(up, self.targets)
+        elif not np.array_equal(seen, up):
+            self.dist = self._repaired(seen, up)
+        self._up_seen = up  # only once ``dist`` is for it
 
     def _search(self, up: B, targets: npt.NDArray[np.integer[Any]]
                 ) -> npt.NDArray[np.int16]:
@@ -133,25 +132,29 @@ class Router:
         # distances *to* a target: the switch graph is symmetric, links are up or down as a whole
         return np.where(np.isfinite(d), d, UNREACHABLE).astype(np.int16)
 
-    def _repair(self, seen: B, up: B) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int64]]:
-        """The old distances with newly isolated switches made unreachable, and the target
-        rows that still need a search (see ``refresh``)."""
-        dist = self.dist.copy()
+    def _repaired(self, seen: B, up: B) -> npt.NDArray[np.int16]:
+        """The old distances with newly isolated switches made unreachable, switches back
+        from isolation placed, and the target rows the checks reject searched again."""
         n_sw = len(self.fabric.switch_nodes)
         alone = np.flatnonzero(np.bincount(self._inter_tx[up], minlength=n_sw) == 0)
+        gained = up & ~seen
+        was_alone = np.bincount(self._inter_tx[seen], minlength=n_sw) == 0
+        back = np.unique(self._inter_tx[gained & was_alone[self._inter_tx]])
+        lost = np.unique(self._inter_tx[seen & ~up])
+        lost = lost[~np.isin(lost, alone)]
+        work = (lost.size + 2 * back.size) * self.out_nbr.shape[1] * len(self.targets)
+        if work > _REPAIR_MAX:  # the checks would cost more than a search
+            return self._search(up, self.targets)
+        dist = self.dist.copy()
         dist[:, alone] = UNREACHABLE
         rows = self._target_row[alone]
         dist[rows[rows >= 0]] = UNREACHABLE
         dist[rows[rows >= 0], alone[rows >= 0]] = 0
         redo = np.zeros(len(self.targets), bool)
-        gained = up & ~seen
         if gained.any():  # a link that came up may be a shortcut
-            was_alone = np.bincount(self._inter_tx[seen], minlength=n_sw) == 0
-            self._rejoin(dist, np.unique(self._inter_tx[gained & was_alone[self._inter_tx]]))
+            self._rejoin(dist, back)
             ends = dist[:, self._inter_tx[gained]].astype(np.int32)
             redo |= (np.abs(ends - dist[:, self._inter_rx[gained]]) > 1).any(axis=1)
-        lost = np.unique(self._inter_tx[seen & ~up])
-        lost = lost[~np.isin(lost, alone)]
         if lost.size:  # a switch that lost a link must keep a neighbour one hop closer
             nbr = self.out_nbr[lost]
             live = (nbr >= 0) & np.append(self.link_up, False)[self.out_ch[lost] // 2]
@@ -159,11 +162,13 @@ class Router:
             closer = (dist[:, np.maximum(nbr, 0)] == (here - 1)[:, :, None]) & live
             kept = closer.any(axis=2) | (here == 0) | (here >= UNREACHABLE)
             redo |= ~kept.all(axis=1)
-        return dist, np.flatnonzero(redo)
+        if redo.any():
+            dist[redo] = self._search(up, self.targets[redo])
+        return dist
 
     def _rejoin(self, dist: npt.NDArray[np.int16], back: npt.NDArray[np.int32]) -> None:
         """Distances of switches ``back`` from isolation: one more than their nearest
-        neighbour's (twice, for neighbours back together); ``_repair`` then checks
+        neighbour's (twice, for neighbours back together); ``_repaired`` checks
         every link of theirs, as all of them came up."""
         rows = self._target_row[back]
         for _ in range(2 if back.size else 0):

@@ -184,3 +184,47 @@ def test_decisions_marked_one_by_one_equal_those_of_the_adjacency_product(
         monkeypatch.undo()
         assert np.array_equal(one_by_one, product)
         assert (old != router.dist).sum() * 4 < one_by_one.size, "few distances changed"
+
+
+def test_a_refresh_that_fails_leaves_the_next_one_to_do_the_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    router = _sim(fat_tree(k=8)).router
+    search = router._search
+
+    def failing(up: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        raise MemoryError("no room for the search")
+
+    switch_links = np.unique(router._inter_ch // 2)
+    router.link_up[switch_links[::2]] = False  # half the switch links: a wide change
+    monkeypatch.setattr(router, "_search", failing)
+    with pytest.raises(MemoryError):
+        router.refresh()
+    monkeypatch.undo()
+    router.refresh()
+    assert np.array_equal(router.dist,
+                          search(router.link_up[router._inter_ch // 2], router.targets))
+
+
+def test_a_change_too_wide_to_check_searches_every_target(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from fabricops.simulator import routing
+
+    router = _sim(fat_tree(k=8)).router
+    searched: list[int] = []
+    search = router._search
+
+    def counted(up: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        searched.append(len(targets))
+        return search(up, targets)
+
+    monkeypatch.setattr(router, "_search", counted)
+    monkeypatch.setattr(routing, "_REPAIR_MAX", 0)
+    router.link_up[router._inter_ch[0] // 2] = False  # one link between two switches
+    router.refresh()
+    assert searched == [len(router.targets)]
+    assert np.array_equal(router.dist,
+                          search(router.link_up[router._inter_ch // 2], router.targets))
+    router.refresh(from_scratch=True)
+    assert searched[-1] == len(router.targets), "from scratch, whatever changed"
