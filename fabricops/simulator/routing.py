@@ -156,10 +156,9 @@ class Router:
             ends = dist[:, self._inter_tx[gained]].astype(np.int32)
             redo |= (np.abs(ends - dist[:, self._inter_rx[gained]]) > 1).any(axis=1)
         if lost.size:  # a switch that lost a link must keep a neighbour one hop closer
-            nbr = self.out_nbr[lost]
-            live = (nbr >= 0) & np.append(self.link_up, False)[self.out_ch[lost] // 2]
+            nbr, live = self._neighbours(lost)
             here = dist[:, lost].astype(np.int32)
-            closer = (dist[:, np.maximum(nbr, 0)] == (here - 1)[:, :, None]) & live
+            closer = (dist[:, nbr] == (here - 1)[:, :, None]) & live
             kept = closer.any(axis=2) | (here == 0) | (here >= UNREACHABLE)
             redo |= ~kept.all(axis=1)
         if redo.any():
@@ -171,12 +170,17 @@ class Router:
         neighbour's (twice, for neighbours back together); ``_repaired`` checks
         every link of theirs, as all of them came up."""
         rows = self._target_row[back]
+        nbr, live = self._neighbours(back)
         for _ in range(2 if back.size else 0):
-            nbr = self.out_nbr[back]
-            live = (nbr >= 0) & np.append(self.link_up, False)[self.out_ch[back] // 2]
-            near = np.where(live, dist[:, np.maximum(nbr, 0)], UNREACHABLE).min(axis=2)
+            near = np.where(live, dist[:, nbr], UNREACHABLE).min(axis=2)
             dist[:, back] = np.minimum(near.astype(np.int32) + 1, UNREACHABLE)
             dist[rows[rows >= 0], back[rows >= 0]] = 0
+
+    def _neighbours(self, switches: npt.NDArray[np.integer[Any]]) -> tuple[I32, B]:
+        """Each switch's neighbour per slot (0 in padding) and whether the link is up."""
+        nbr = self.out_nbr[switches]
+        live = (nbr >= 0) & np.append(self.link_up, False)[self.out_ch[switches] // 2]
+        return np.maximum(nbr, 0), live
 
     def decisions_changed(self, old_dist: npt.NDArray[np.int16], channels: I32
                           ) -> B:

@@ -9,6 +9,8 @@ import pytest
 from fabricops.core.topology import Topology
 from fabricops.simulator.builders import fat_tree, leaf_spine, rail_optimized
 from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.fabric import Fabric
+from fabricops.simulator.routing import Router
 from fabricops.simulator.workload import JobSpec
 
 SHAPES = {
@@ -102,13 +104,8 @@ def test_a_wcmp_drain_reroutes_exactly() -> None:
     assert not (sim.paths == fab.port_tx_ch[tx_port]).any(), "a drained port carries no flow"
 
 
-@pytest.mark.parametrize("shape", [*SHAPES, "fat_tree k=8"])
-def test_distances_after_each_link_change_equal_a_search_from_scratch(
-    shape: str, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    topo = fat_tree(k=8) if shape == "fat_tree k=8" else SHAPES[shape]()
-    router = _sim(topo).router
-    fab = router.fabric
+def _count_searches(router: Router, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of targets of each distance search ``router`` makes from now on."""
     searched: list[int] = []
     search = router._search
 
@@ -117,19 +114,39 @@ def test_distances_after_each_link_change_equal_a_search_from_scratch(
         return search(up, targets)
 
     monkeypatch.setattr(router, "_search", counted)
+    return searched
+
+
+def _from_scratch(router: Router) -> np.ndarray:
+    """Hop distances to every target searched from scratch (unmonkeypatched)."""
+    return Router._search(router, router.link_up[router._inter_ch // 2], router.targets)
+
+
+def _switch_links(fab: Fabric, node: int) -> np.ndarray:
+    """Every link of switch ``node``."""
+    ports = np.asarray(fab.node_ports(node))
+    return np.unique(fab.port_tx_ch[ports[fab.port_tx_ch[ports] >= 0]] // 2)
+
+
+@pytest.mark.parametrize("shape", [*SHAPES, "fat_tree k=8"])
+def test_distances_after_each_link_change_equal_a_search_from_scratch(
+    shape: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topo = fat_tree(k=8) if shape == "fat_tree k=8" else SHAPES[shape]()
+    router = _sim(topo).router
+    fab = router.fabric
+    searched = _count_searches(router, monkeypatch)
     rng = np.random.default_rng(7)
     for step in range(48):
         if step % 4 == 3:  # a whole switch cut off, or back
-            node = int(rng.choice(fab.switch_nodes))
-            ports = np.asarray(fab.node_ports(node))
-            links = np.unique(fab.port_tx_ch[ports[fab.port_tx_ch[ports] >= 0]] // 2)
+            links = _switch_links(fab, int(rng.choice(fab.switch_nodes)))
             router.link_up[links] = not router.link_up[links].all()
         else:  # a few links flip
             links = rng.choice(fab.n_links, size=int(rng.integers(1, 4)), replace=False)
             router.link_up[links] = ~router.link_up[links]
         old = router.dist
         router.refresh()
-        expected = search(router.link_up[router._inter_ch // 2], router.targets)
+        expected = _from_scratch(router)
         assert np.array_equal(router.dist, expected), f"change {step}"
         assert router.dist is old or not np.shares_memory(router.dist, old), \
             "the distances before the change are left as they were"
@@ -144,23 +161,14 @@ def test_a_switch_cut_off_and_back_searches_only_the_targets_it_was_the_way_to(
 ) -> None:
     router = _sim(fat_tree(k=8)).router
     fab = router.fabric
-    searched: list[int] = []
-    search = router._search
-
-    def counted(up: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        searched.append(len(targets))
-        return search(up, targets)
-
-    monkeypatch.setattr(router, "_search", counted)
+    searched = _count_searches(router, monkeypatch)
     agg = next(i for i, node in enumerate(fab.switch_nodes)
                if fab.node_ids[node].startswith("agg-0-"))
-    ports = np.asarray(fab.node_ports(int(fab.switch_nodes[agg])))
-    links = np.unique(fab.port_tx_ch[ports[fab.port_tx_ch[ports] >= 0]] // 2)
+    links = _switch_links(fab, int(fab.switch_nodes[agg]))
     for state in (False, True):
         router.link_up[links] = state
         router.refresh()
-        assert np.array_equal(router.dist,
-                              search(router.link_up[router._inter_ch // 2], router.targets))
+        assert np.array_equal(router.dist, _from_scratch(router))
     # it is its cores' only way into pod 0: pod 0's 4 leaves, cut off and back
     assert searched == [4, 4], f"targets searched again: {searched} of {len(router.targets)}"
 
@@ -190,7 +198,6 @@ def test_a_refresh_that_fails_leaves_the_next_one_to_do_the_work(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     router = _sim(fat_tree(k=8)).router
-    search = router._search
 
     def failing(up: np.ndarray, targets: np.ndarray) -> np.ndarray:
         raise MemoryError("no room for the search")
@@ -202,8 +209,7 @@ def test_a_refresh_that_fails_leaves_the_next_one_to_do_the_work(
         router.refresh()
     monkeypatch.undo()
     router.refresh()
-    assert np.array_equal(router.dist,
-                          search(router.link_up[router._inter_ch // 2], router.targets))
+    assert np.array_equal(router.dist, _from_scratch(router))
 
 
 def test_a_change_too_wide_to_check_searches_every_target(
@@ -212,19 +218,11 @@ def test_a_change_too_wide_to_check_searches_every_target(
     from fabricops.simulator import routing
 
     router = _sim(fat_tree(k=8)).router
-    searched: list[int] = []
-    search = router._search
-
-    def counted(up: np.ndarray, targets: np.ndarray) -> np.ndarray:
-        searched.append(len(targets))
-        return search(up, targets)
-
-    monkeypatch.setattr(router, "_search", counted)
+    searched = _count_searches(router, monkeypatch)
     monkeypatch.setattr(routing, "_REPAIR_MAX", 0)
     router.link_up[router._inter_ch[0] // 2] = False  # one link between two switches
     router.refresh()
     assert searched == [len(router.targets)]
-    assert np.array_equal(router.dist,
-                          search(router.link_up[router._inter_ch // 2], router.targets))
+    assert np.array_equal(router.dist, _from_scratch(router))
     router.refresh(from_scratch=True)
     assert searched[-1] == len(router.targets), "from scratch, whatever changed"
