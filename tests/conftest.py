@@ -19,6 +19,12 @@ from typing import Any, NoReturn
 import psycopg
 import pytest
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # One worker per core: native pools of a thread per core would spin against each
+    # other's (set before NumPy or scikit-learn load them; servers started inherit it).
+    for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_pool, "1")
+
 
 def peers_required() -> bool:
     return os.environ.get("FABRICOPS_REQUIRE_PEERS", "") == "1"

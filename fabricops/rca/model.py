@@ -12,6 +12,7 @@ files you trust (your own ``fabricops rca train`` output, or the packaged one).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -25,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import sklearn
 from sklearn.ensemble import HistGradientBoostingClassifier
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController, threadpool_limits
 
 from fabricops.core.faults import TARGETS, FaultType
 from fabricops.rca.features import FEATURES, LINK, NIC, OWN, SWITCH
@@ -47,6 +48,12 @@ class ModelError(ValueError):
 def one_thread() -> None:
     """Limit native thread pools to one thread (for worker processes on a shared machine)."""
     threadpool_limits(1)
+
+
+@functools.cache
+def _thread_pools() -> ThreadpoolController:
+    """The native thread pools loaded (scikit-learn's OpenMP among them), found once."""
+    return ThreadpoolController()
 
 
 def allowed_mask() -> npt.NDArray[np.bool_]:
@@ -78,10 +85,17 @@ class RcaModel:
         return cls(est, f"rca-{FORMAT_VERSION}-{digest}", summary)
 
     def class_probs(self, x: F64) -> F64:
-        """P(class) per row over CLASSES (classes absent from training get 0)."""
+        """P(class) per row over CLASSES (classes absent from training get 0).
+
+        On one OpenMP thread: a tick scores tens to thousands of rows, and OpenMP's
+        other threads wait for work by spinning, which on cores busy with the
+        collectors and the pipeline costs many times the CPU time of the scoring
+        itself (``python bench/bench_rca_threads.py``).
+        """
         out = np.zeros((len(x), len(CLASSES)))
         if len(x):
-            out[:, self.estimator.classes_] = self.estimator.predict_proba(x)
+            with _thread_pools().limit(limits=1, user_api="openmp"):
+                out[:, self.estimator.classes_] = self.estimator.predict_proba(x)
         return out
 
     def scores(self, x: F64, kind: npt.NDArray[np.int8],

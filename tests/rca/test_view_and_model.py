@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from fabricops.core.frame import Frame, Source
 from fabricops.rca.features import FEATURES
@@ -75,6 +76,24 @@ def test_a_saved_model_loads_without_retraining_and_scores_the_same(tmp_path: Pa
     x = np.random.default_rng(1).random((20, len(FEATURES)))
     kind = np.zeros(20, np.int8)
     np.testing.assert_array_equal(again.scores(x, kind)[0], model.scores(x, kind)[0])
+
+
+def test_scoring_runs_on_one_openmp_thread_and_leaves_the_process_setting_alone() -> None:
+    """OpenMP's idle threads spin: on busy cores the default costs many times the CPU."""
+    model = RcaModel.load(DEFAULT_MODEL)
+    seen: list[set[int]] = []
+    real = model.estimator.predict_proba
+
+    def predict_proba(x: np.ndarray) -> np.ndarray:
+        seen.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"})
+        return real(x)
+
+    model.estimator.predict_proba = predict_proba
+    with threadpool_limits(limits=2, user_api="openmp"):
+        model.class_probs(np.random.default_rng(1).random((20, len(FEATURES))))
+        after = {p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"}
+    assert seen == [{1}]
+    assert after == {2}
 
 
 def test_a_file_that_is_not_a_model_is_refused_with_its_name(tmp_path: Path) -> None:
