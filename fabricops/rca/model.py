@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import sklearn
 from sklearn.ensemble import HistGradientBoostingClassifier
-from threadpoolctl import ThreadpoolController, threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from fabricops.core.faults import TARGETS, FaultType
 from fabricops.rca.features import FEATURES, LINK, NIC, OWN, SWITCH
@@ -45,15 +45,16 @@ class ModelError(ValueError):
     """A model file that cannot be used; the message names the file and the cause."""
 
 
-def one_thread() -> None:
-    """Limit native thread pools to one thread (for worker processes on a shared machine)."""
-    threadpool_limits(1)
-
-
 @functools.cache
 def _thread_pools() -> ThreadpoolController:
     """The native thread pools loaded (scikit-learn's OpenMP among them), found once."""
     return ThreadpoolController()
+
+
+def one_thread() -> None:
+    """Limit native thread pools to one thread for good (for worker processes on a shared
+    machine)."""
+    _thread_pools().limit(limits=1)
 
 
 def allowed_mask() -> npt.NDArray[np.bool_]:

@@ -80,18 +80,21 @@ def test_a_saved_model_loads_without_retraining_and_scores_the_same(tmp_path: Pa
 
 def test_scoring_runs_on_one_openmp_thread_and_leaves_the_process_setting_alone() -> None:
     """OpenMP's idle threads spin: on busy cores the default costs many times the CPU."""
+    def openmp_threads() -> set[int]:
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"}
+
     model = RcaModel.load(DEFAULT_MODEL)
     seen: list[set[int]] = []
     real = model.estimator.predict_proba
 
     def predict_proba(x: np.ndarray) -> np.ndarray:
-        seen.append({p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"})
+        seen.append(openmp_threads())
         return real(x)
 
     model.estimator.predict_proba = predict_proba
     with threadpool_limits(limits=2, user_api="openmp"):
         model.class_probs(np.random.default_rng(1).random((20, len(FEATURES))))
-        after = {p["num_threads"] for p in threadpool_info() if p["user_api"] == "openmp"}
+        after = openmp_threads()
     assert seen == [{1}]
     assert after == {2}
 
