@@ -135,12 +135,23 @@ def pipeline_cmd(topology: TopologyFile, db: Db = "sqlite:///fabricops-data/fabr
         serve_until_stopped(running, duration)
 
 
+CatchUp = Annotated[float, typer.Option(
+    "--catch-up", min=1.0, metavar="SECONDS",
+    help="Behind the telemetry stream, analyse at least every SECONDS of telemetry "
+         "(1: every second, however far behind)")]
+
+
 @app.command("rca", epilog=EXIT_CODES_HELP)
 def rca_cmd(topology: TopologyFile, jobs: JobsFile = None,
             db: Db = "sqlite:///fabricops-data/fabricops.db", bus_kind: BusKind = "kafka",
             bootstrap: Bootstrap = "127.0.0.1:9092", metrics_port: MetricsPort = 0,
-            duration: Seconds = 0.0) -> None:
+            duration: Seconds = 0.0, catch_up_s: CatchUp = 10.0) -> None:
     """Root-cause analysis: diagnoses on diagnoses.v2 and in the store.
+
+    One analysis a second of telemetry. Behind the stream (a backlog after a
+    restart, or more telemetry than one process folds in real time) it analyses
+    less often, at least every --catch-up seconds of telemetry, and catches up;
+    the log says so and fabricops_rca_unanalysed_seconds shows how far it is.
 
         fabricops serve rca --topology topology.json --jobs jobs.yaml
     """
@@ -153,8 +164,9 @@ def rca_cmd(topology: TopologyFile, jobs: JobsFile = None,
         _check_metrics_port(metrics_port)
         store = _start_store(running, db)
         bus = start_bus(running, bus_config)
-        service = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL), store,
-                             placement, registry=running.registry, liveness=running.liveness)
+        service = RcaService(RcaServiceConfig(catch_up_s=catch_up_s), bus, topo,
+                             RcaModel.load(DEFAULT_MODEL), store, placement,
+                             registry=running.registry, liveness=running.liveness)
         service.start()
         running.started(service.stop)
         console.print(f"rca: {bus_kind} {bootstrap}, store {db}; "

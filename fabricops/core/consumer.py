@@ -268,10 +268,11 @@ class GroupConsumer:
                  dead_letters: DeadLetterBox | None = None,
                  liveness: Liveness | None = None,
                  recover: Callable[[], object] | None = None,
+                 idle: Callable[[], object] | None = None,
                  registry: CollectorRegistry | None = None) -> None:
         self.loop = ConsumerLoop(config or ConsumerLoopConfig(), bus, topics, group, handle,
                                  name=name, dead_letters=dead_letters, liveness=liveness,
-                                 recover=recover, registry=registry, log=log)
+                                 recover=recover, idle=idle, registry=registry, log=log)
         self.name = name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

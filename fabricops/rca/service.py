@@ -9,6 +9,17 @@ risen by ``revise_rise`` since it was last published (a first guess at 0.6
 that firms up to 0.95 reaches remediation's confidence floor now, not at the
 next republication), or every ``republish_s`` while the incident lasts.
 Offsets are committed after the diagnoses of a batch are stored.
+
+Behind the stream (the consumer hands over full batches: a backlog after a
+restart or an outage, or a fabric whose telemetry takes more than a core to
+fold and analyse every ``step_s``), a step that is due waits until the batch
+that empties the backlog, or a poll that brings nothing, but never past
+``catch_up_s`` of telemetry time: the RCA analyses less often and catches up
+instead of falling further behind with a step every ``step_s`` of old
+telemetry; a step then sees every device's latest frame. Deferred steps are
+counted, ``fabricops_rca_unanalysed_seconds`` shows the telemetry time since
+the last step, and a step late by more than two ``step_s`` is logged (once a
+minute at most).
 """
 
 from __future__ import annotations
@@ -17,7 +28,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import (
@@ -29,10 +40,11 @@ from fabricops.core.bus import (
     record_headers,
     topic_name,
 )
-from fabricops.core.busio import GroupConsumer, frames_from_messages
+from fabricops.core.busio import ConsumerLoopConfig, GroupConsumer, frames_from_messages
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.liveness import Liveness
+from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
 from fabricops.core.wire_frame import EntityTables
@@ -49,6 +61,11 @@ class RcaServiceConfig(BaseModel):
     group: str = "fabricops-rca"
     prefix: str = DEFAULT_PREFIX
     step_s: float = Field(default=1.0, gt=0, description="Telemetry time between analyses")
+    max_records: int = Field(default=500, ge=1, description="Records a poll hands over")
+    catch_up_s: float = Field(
+        default=10.0, gt=0,
+        description="Behind the stream, telemetry time between analyses at most (a due "
+        "step waits for the backlog's end until then; see the module docstring)")
     republish_s: float = Field(default=30.0, gt=0)
     revise_rise: float = Field(
         default=0.1, gt=0, le=1,
@@ -76,6 +93,14 @@ class RcaService:
                                   registry=reg)
         self.m_latency = Histogram("fabricops_rca_step_seconds", "Time of one analysis step",
                                    registry=reg)
+        self.m_deferred = Counter(
+            "fabricops_rca_steps_deferred",
+            "Due analysis steps put off while the RCA was behind the stream", registry=reg)
+        self.m_unanalysed = Gauge(
+            "fabricops_rca_unanalysed_seconds",
+            "Telemetry time since the last analysis step (up to catch_up_s while behind)",
+            registry=reg)
+        self._lag_log = ThrottledLog(log, interval_s=60.0)
         self._topics = [topic_name(Topic.TELEMETRY, config.prefix),
                         topic_name(Topic.INT, config.prefix)]
         self._out = topic_name(Topic.DIAGNOSES, config.prefix)
@@ -83,8 +108,10 @@ class RcaService:
         self._published: dict[str, tuple[str, str, int, float]] = {}  # root, type, time, confidence
         self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix, registry=reg)
         self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
-                                       name="rca", log=log, dead_letters=self.dead_letters,
-                                       liveness=liveness, registry=reg)
+                                       name="rca", log=log,
+                                       config=ConsumerLoopConfig(max_records=config.max_records),
+                                       dead_letters=self.dead_letters, liveness=liveness,
+                                       idle=self.idle, registry=reg)
         self.diagnoses: list[Diagnosis] = []
 
     def start(self) -> None:
@@ -111,7 +138,28 @@ class RcaService:
         newest = self.engine.view.newest_ns
         if newest < 0 or newest - self._last_step_ns < self.config.step_s * 1e9:
             return []
+        waited = newest - self._last_step_ns
+        self.m_unanalysed.set(waited / 1e9)
+        if len(messages) >= self.config.max_records and waited < self.config.catch_up_s * 1e9:
+            self.m_deferred.inc()
+            if waited >= 2 * self.config.step_s * 1e9:  # not just the rest of one tick
+                self._lag_log.warning(
+                    "behind", "rca: behind the telemetry stream: last analysis %.1f s of "
+                    "telemetry ago; analysing at most every %g s until it catches up",
+                    waited / 1e9, self.config.catch_up_s)
+            return []
+        return self._step(newest)
+
+    def idle(self) -> list[Diagnosis]:
+        """A poll brought nothing: the backlog is drained, so a step put off runs now."""
+        newest = self.engine.view.newest_ns
+        if newest < 0 or newest - self._last_step_ns < self.config.step_s * 1e9:
+            return []
+        return self._step(newest)
+
+    def _step(self, newest: int) -> list[Diagnosis]:
         self._last_step_ns = newest
+        self.m_unanalysed.set(0.0)
         started = time.perf_counter()
         result = self.engine.step(newest)
         self.m_steps.inc()

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from types import SimpleNamespace
 
-from fabricops.core.bus import Topic, record_headers, topic_name
+import numpy as np
+import pytest
+
+from fabricops.core.bus import Consumer, Topic, record_headers, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Diagnosis
@@ -73,4 +77,94 @@ def test_a_diagnosis_that_firms_up_is_revised_at_once() -> None:
     service.engine.view.newest_ns = late.ts_ns
     service.engine.step = lambda now: SimpleNamespace(diagnoses=(late,))  # type: ignore[method-assign]
     assert [p.confidence for p in service.process([])] == [0.9], "republished after 30 s"
+    bus.stop()
+
+
+def _backlog(seconds: int) -> tuple[MemoryBus, Simulator, list[int]]:
+    """A bus holding ``seconds`` of a 36-device fabric's telemetry (36 frames a
+    second), and each second's telemetry time."""
+    sim = Simulator(fat_tree(k=4), SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    bus = MemoryBus()
+    bus.start()
+    sink = BusFrameSink(bus)
+    times = []
+    for _ in range(seconds):
+        sim.step()
+        sink.publish_frames(sim.frames())
+        times.append(sim.ts_ns)
+    return bus, sim, times
+
+
+def _drain(service: RcaService, consumer: Consumer, per_poll: int,
+           frames: bool = False) -> list[int]:
+    """Feed the service what waits for it a poll at a time, as its consumer loop
+    does, then an empty poll; per step taken, the telemetry time it analysed (or
+    with ``frames``, how many frames the RCA had folded in by then)."""
+    steps: list[int] = []
+    step = service.engine.step
+
+    def counted(now: int | None = None) -> object:
+        view = service.engine.view
+        steps.append(view.frames_seen if frames else view.newest_ns)
+        return step(now)
+
+    service.engine.step = counted  # type: ignore[method-assign]
+    while batch := consumer.poll(0.0, per_poll):
+        service.process(batch)
+    service.idle()
+    service.engine.step = step  # type: ignore[method-assign]
+    return steps
+
+
+def _rca(bus: MemoryBus, sim: Simulator, **config: float) -> tuple[RcaService, Consumer]:
+    service = RcaService(RcaServiceConfig(max_records=10, **config), bus,
+                         sim.fabric.topology, None)
+    return service, bus.subscribe([topic_name(Topic.TELEMETRY), topic_name(Topic.INT)], "rca")
+
+
+def test_behind_the_stream_it_analyses_less_often_and_says_so(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """40 s of telemetry waiting (a restart, or more telemetry than the RCA folds
+    and analyses in real time): a due step waits for the backlog's end, at most
+    ``catch_up_s`` of telemetry, instead of a step for every second of it."""
+    bus, sim, times = _backlog(40)
+    service, consumer = _rca(bus, sim, catch_up_s=10.0)
+    with caplog.at_level(logging.WARNING, logger="fabricops.rca.service"):
+        steps = _drain(service, consumer, per_poll=10)
+    assert steps[-1] == times[-1], "the last step analyses the newest telemetry"
+    assert len(steps) <= 40 / 10 + 2, f"{len(steps)} steps while behind"
+    assert (np.diff(steps) <= 11e9).all(), "never more than catch_up_s between steps"
+    assert service.m_deferred._value.get() > 0
+    assert service.m_unanalysed._value.get() == 0.0, "nothing left unanalysed"
+    behind = [r.getMessage() for r in caplog.records if "behind" in r.getMessage()]
+    assert len(behind) == 1, "said once, not once a batch"
+    assert "at most every 10 s" in behind[0]
+    bus.stop()
+
+
+def test_with_catch_up_s_of_one_step_no_step_is_put_off() -> None:
+    bus, sim, _ = _backlog(40)
+    every_second, consumer = _rca(bus, sim, catch_up_s=1.0)
+    many = _drain(every_second, consumer, per_poll=10)
+    assert every_second.m_deferred._value.get() == 0
+    bus.stop()
+    bus, sim, _ = _backlog(40)
+    few = _drain(*_rca(bus, sim, catch_up_s=10.0), per_poll=10)
+    assert len(many) > 2 * len(few)
+    bus.stop()
+
+
+def test_on_a_live_stream_a_step_waits_for_the_rest_of_the_tick() -> None:
+    """A tick's frames arrive together, in several full polls: the step that the
+    first of them makes due runs once the last of them is folded in."""
+    bus, sim, _ = _backlog(3)
+    service, consumer = _rca(bus, sim)
+    _drain(service, consumer, per_poll=10)
+    for _ in range(3):
+        sim.step()
+        BusFrameSink(bus).publish_frames(sim.frames())
+        before = service.engine.view.frames_seen
+        seen = _drain(service, consumer, per_poll=10, frames=True)
+        assert seen == [before + len(sim.frames())], "one step, after the whole tick"
     bus.stop()
