@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -167,4 +168,22 @@ def test_on_a_live_stream_a_step_waits_for_the_rest_of_the_tick() -> None:
         before = service.engine.view.frames_seen
         seen = _drain(service, consumer, per_poll=10, frames=True)
         assert seen == [before + len(sim.frames())], "one step, after the whole tick"
+    bus.stop()
+
+
+def test_running_it_analyses_a_backlog_that_ends_on_a_full_poll() -> None:
+    """Started, the service drains 4 s of telemetry in polls that all come back
+    full (36 frames a second, 12 a poll): the step put off runs when a poll
+    brings nothing."""
+    bus, sim, times = _backlog(4)
+    service = RcaService(RcaServiceConfig(max_records=12), bus, sim.fabric.topology, None)
+    service.start()
+    try:
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline and service._last_step_ns != times[-1]:
+            time.sleep(0.05)
+    finally:
+        service.stop()
+    assert service._last_step_ns == times[-1], "the newest telemetry was analysed"
+    assert service.m_deferred._value.get() > 0, "every poll was full: steps were put off"
     bus.stop()
