@@ -5,6 +5,14 @@ value. ``detect`` returns every symptom of a step; the RCA only looks for a
 root cause while some symptom is active (so a quiet fabric yields no
 diagnosis), and ``rules_diagnosis`` is the rules-alone baseline: the symptom
 of the highest severity names the root and the fault type directly.
+
+When many switches stop reporting at once (more than ``outage_share`` of them
+and more than ``outage_min``: a collector, its host or the management network
+went down, not that many switches), ``set_aside_outage`` takes their silence
+out of a step's symptoms: it is not analysed as that many switch faults, and
+scoring every candidate near them (all of them, at 100k GPUs some 20 s a
+step) is not done for it. Their silence still lowers every diagnosis's
+confidence, as any missing device does.
 """
 
 from __future__ import annotations
@@ -46,6 +54,11 @@ class RuleConfig(BaseModel):
                                 description="Flows moved between stable uplinks, after which "
                                 "no QP pair disagrees")
     retrans_ratio: float = Field(default=1e-4, gt=0, description="Retransmits per packet sent")
+    outage_share: float = Field(
+        default=0.2, gt=0, le=1,
+        description="Switches that stop reporting at once, as a share of all: more than "
+        "this (and than outage_min) is a collection outage, not as many switch faults")
+    outage_min: int = Field(default=8, ge=1, description="See outage_share")
 
 
 @dataclass(frozen=True)
@@ -77,7 +90,7 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
             if target[p] >= 0:
                 out.append(Symptom(int(target[p]), rule, ftype, float(value[p]), sev))
 
-    add(sig.node_missing & ~ix.port_is_nic, sw_of_node[ix.port_node], "stopped_reporting",
+    add(sig.node_missing & ~ix.port_is_nic, sw_of_node[ix.port_node], STOPPED,
         "switch_down", sig.node_missing.astype(float), 9.0)
     add(sig.missing & ix.port_is_nic, nic_of_port, "nic_missing", "nic_down",
         sig.missing.astype(float), 8.5)
@@ -130,3 +143,18 @@ def rules_diagnosis(symptoms: list[Symptom]) -> list[tuple[int, str, float]]:
             best[s.candidate] = key
     ranked = sorted(best.items(), key=lambda kv: kv[1][:2], reverse=True)
     return [(cand, ft, sev) for cand, (sev, _, ft) in ranked]
+
+
+STOPPED: str = "stopped_reporting"
+
+
+def set_aside_outage(symptoms: list[Symptom], n_switches: int,
+                     cfg: RuleConfig | None = None) -> tuple[list[Symptom], int]:
+    """The symptoms without the switches' silence if so many stopped at once that it is
+    a collection outage (see the module docstring); and how many switches that was (0:
+    nothing set aside)."""
+    c = cfg or RuleConfig()
+    silent = {s.candidate for s in symptoms if s.rule == STOPPED}
+    if len(silent) <= max(c.outage_min, c.outage_share * n_switches):
+        return symptoms, 0
+    return [s for s in symptoms if s.rule != STOPPED], len(silent)

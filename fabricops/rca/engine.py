@@ -28,7 +28,7 @@ from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
-from fabricops.rca.detect import RuleConfig, Symptom, detect
+from fabricops.rca.detect import RuleConfig, Symptom, detect, set_aside_outage
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
 from fabricops.rca.features import FCOL, FEATURES, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.flow_paths import IntPaths
@@ -98,6 +98,7 @@ class StepResult:
     diagnosis: Diagnosis | None
     flows: list[tuple[int, int, tuple[int, ...]]]
     diagnoses: tuple[Diagnosis, ...] = ()  # every root of the step; ``diagnosis`` is the first
+    outage_switches: int = 0  # switches whose silence was set aside as a collection outage
 
 
 class RcaEngine:
@@ -143,7 +144,9 @@ class RcaEngine:
         fan_in = self.paths.fan_in()
         stats = PathStats(flows, agree, agree_n, self._uplinks, fan_in, moved,
                           self._usual_fan_in(fan_in))
-        symptoms = detect(self.index, self.candidates, sig, stats, self.config.rules)
+        symptoms, outage = set_aside_outage(
+            detect(self.index, self.candidates, sig, stats, self.config.rules),
+            len(self.index.switch_nodes), self.config.rules)
         if self.steps < self.config.warmup_steps:
             symptoms = []
         self.steps += 1
@@ -164,7 +167,7 @@ class RcaEngine:
             diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
         diags += self._held(snap.ts_ns, sig, {d.id for d in diags})
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best,
-                          diags[0] if diags else None, flows, diags)
+                          diags[0] if diags else None, flows, diags, outage)
 
     def _held(self, ts: int, sig: PortSignals, revised: set[str]) -> tuple[Diagnosis, ...]:
         """Open incidents not revised now whose root carries no traffic, republished

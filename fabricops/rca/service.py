@@ -100,6 +100,10 @@ class RcaService:
             "fabricops_rca_unanalysed_seconds",
             "Telemetry time since the last analysis step (up to catch_up_s while behind)",
             registry=reg)
+        self.m_outage = Gauge(
+            "fabricops_rca_outage_switches",
+            "Switches that stopped reporting at once, set aside as a collection outage",
+            registry=reg)
         self._lag_log = ThrottledLog(log, interval_s=60.0)
         self._topics = [topic_name(Topic.TELEMETRY, config.prefix),
                         topic_name(Topic.INT, config.prefix)]
@@ -164,6 +168,12 @@ class RcaService:
         result = self.engine.step(newest)
         self.m_steps.inc()
         self.m_latency.observe(time.perf_counter() - started)
+        self.m_outage.set(result.outage_switches)
+        if result.outage_switches:
+            self._lag_log.warning(
+                "outage", "rca: %d switches stopped reporting at once: a collection outage "
+                "(a collector, its host or the management network?), not analysed as switch "
+                "faults", result.outage_switches)
         due = [d for d in result.diagnoses if self._due(d)]
         for d in due:
             self.bus.publish(self._out, d.root.encode(), [d.encode()],

@@ -1,0 +1,98 @@
+"""A collection outage (many switches silent at once) is not analysed as that many
+switch faults; one switch falling silent still is."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from fabricops.core.bus import Topic, topic_name
+from fabricops.core.busio import BusFrameSink
+from fabricops.core.frame import Frame
+from fabricops.core.membus import MemoryBus
+from fabricops.rca.detect import STOPPED, RuleConfig, Symptom, set_aside_outage
+from fabricops.rca.engine import RcaEngine, StepResult
+from fabricops.rca.model import DEFAULT_MODEL, RcaModel
+from fabricops.rca.service import RcaService, RcaServiceConfig
+from fabricops.simulator.builders import fat_tree
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.workload import JobSpec
+
+
+def _silent(*candidates: int) -> list[Symptom]:
+    return [Symptom(c, STOPPED, "switch_down", 1.0, 9.0) for c in candidates for _ in range(4)]
+
+
+def test_more_switches_silent_than_share_and_minimum_are_set_aside() -> None:
+    other = Symptom(3, "fcs_errors", "gray_loss", 1e-5, 6.0)
+    cfg = RuleConfig(outage_share=0.2, outage_min=8)
+    kept, n = set_aside_outage([other, *_silent(*range(100, 109))], 20, cfg)
+    assert (kept, n) == ([other], 9), "9 of 20 switches: more than 8 and than 4"
+    eight = [other, *_silent(*range(100, 108))]
+    assert set_aside_outage(eight, 20, cfg) == (eight, 0), "8: not more than the minimum"
+    many = _silent(*range(100, 150))
+    assert set_aside_outage(many, 400, cfg) == (many, 0), "50 of 400: not more than 20 %"
+    assert set_aside_outage(_silent(*range(100, 181)), 400, cfg)[1] == 81
+
+
+def _run(withheld: set[str], ticks: int = 18, silent_from: int = 12) -> list[StepResult]:
+    """Steps of an engine fed a healthy fat-tree's frames, without those of
+    ``withheld`` devices from tick ``silent_from`` on."""
+    topo = fat_tree(k=4)
+    sim = Simulator(topo, SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    engine = RcaEngine(topo, RcaModel.load(DEFAULT_MODEL))
+    out = []
+    for tick in range(ticks):
+        sim.step()
+        frames: list[Frame] = sim.frames()
+        if tick >= silent_from:
+            frames = [f for f in frames if f.device not in withheld]
+        engine.ingest_frames(frames)
+        out.append(engine.step())
+    return out
+
+
+def test_every_switch_silent_at_once_is_an_outage_not_twenty_switch_faults() -> None:
+    switches = {n.id for n in fat_tree(k=4).nodes if not n.is_host}
+    steps = _run(switches)
+    late = steps[-1]
+    assert late.outage_switches == len(switches) == 20
+    assert not [s for s in late.symptoms if s.rule == STOPPED]
+    assert late.root_score is None, "nothing scored for the outage"
+    assert not [d for s in steps for d in s.diagnoses if d.fault_type == "switch_down"]
+
+
+def test_one_switch_falling_silent_is_still_a_symptom_of_that_switch() -> None:
+    steps = _run({"agg-0-0"})
+    late = steps[-1]
+    assert late.outage_switches == 0
+    stopped = {s.candidate for s in late.symptoms if s.rule == STOPPED}
+    assert len(stopped) == 1
+    assert late.root_score is not None, "analysed: the candidates near it were scored"
+
+
+def test_the_service_says_so_once_and_shows_how_many_switches(
+        caplog: pytest.LogCaptureFixture) -> None:
+    topo = fat_tree(k=4)
+    switches = {n.id for n in topo.nodes if not n.is_host}
+    sim = Simulator(topo, SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    bus = MemoryBus()
+    bus.start()
+    service = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL))
+    sink = BusFrameSink(bus)
+    consumer = bus.subscribe([topic_name(Topic.TELEMETRY), topic_name(Topic.INT)], "rca")
+    with caplog.at_level(logging.WARNING, logger="fabricops.rca.service"):
+        for tick in range(20):
+            sim.step()
+            sink.publish_frames([f for f in sim.frames()
+                                 if tick < 12 or f.device not in switches])
+            service.process(consumer.poll(0.0, 10_000))
+    said = [r.getMessage() for r in caplog.records if "collection outage" in r.getMessage()]
+    assert len(said) == 1, "said once, not once a step"
+    assert said[0].startswith("rca: 20 switches stopped reporting")
+    assert service.m_outage._value.get() == 20
+    assert not service.diagnoses
+    bus.stop()
