@@ -13,6 +13,7 @@ fabric has no fault: each names a switch that did not fail); then the ratio of
 the outage steps' CPU time.
 
     python bench/bench_rca_outage.py [--gpus 16384] [--outage 6]
+    python bench/bench_rca_outage.py --gpus 100352 --leaf-radix 128 --spine-radix 256
 """
 
 from __future__ import annotations
@@ -37,8 +38,12 @@ def main() -> None:
     ap.add_argument("--before", type=int, default=14, help="ticks before (10 warm up)")
     ap.add_argument("--outage", type=int, default=6, help="ticks without switch telemetry")
     ap.add_argument("--after", type=int, default=4)
+    ap.add_argument("--leaf-radix", type=int, help="ports per leaf (builder default)")
+    ap.add_argument("--spine-radix", type=int, help="ports per spine (builder default)")
     args = ap.parse_args()
-    topo = rail_optimized(gpus=args.gpus)
+    radix = {k: v for k, v in (("leaf_radix", args.leaf_radix),
+                               ("spine_radix", args.spine_radix)) if v is not None}
+    topo = rail_optimized(gpus=args.gpus, **radix)
     sim = Simulator(topo, SimConfig(seed=5))
     hosts = sum(1 for _ in topo.hosts())
     sim.add_job(JobSpec(hosts=hosts, placement="random", compute_s=0.5,

@@ -90,8 +90,9 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
             if target[p] >= 0:
                 out.append(Symptom(int(target[p]), rule, ftype, float(value[p]), sev))
 
-    add(sig.node_missing & ~ix.port_is_nic, sw_of_node[ix.port_node], STOPPED,
-        "switch_down", sig.node_missing.astype(float), 9.0)
+    for node in np.unique(ix.port_node[sig.node_missing & ~ix.port_is_nic]).tolist():
+        if sw_of_node[node] >= 0:  # once per switch, not once per port
+            out.append(Symptom(int(sw_of_node[node]), STOPPED, "switch_down", 1.0, 9.0))
     add(sig.missing & ix.port_is_nic, nic_of_port, "nic_missing", "nic_down",
         sig.missing.astype(float), 8.5)
     add(sig.oper_down, link, "oper_down", "link_down", sig.oper_down.astype(float), 8.0)

@@ -17,6 +17,7 @@ from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.faults import FaultSpec, FaultType
 from fabricops.simulator.workload import JobSpec
 
 
@@ -68,8 +69,8 @@ def test_one_switch_falling_silent_is_still_a_symptom_of_that_switch() -> None:
     steps = _run({"agg-0-0"})
     late = steps[-1]
     assert late.outage_switches == 0
-    stopped = {s.candidate for s in late.symptoms if s.rule == STOPPED}
-    assert len(stopped) == 1
+    stopped = [s for s in late.symptoms if s.rule == STOPPED]
+    assert len(stopped) == 1, "one symptom for the switch, not one for each of its ports"
     assert late.root_score is not None, "analysed: the candidates near it were scored"
 
 
@@ -96,3 +97,20 @@ def test_the_service_says_so_once_and_shows_how_many_switches(
     assert service.m_outage._value.get() == 20
     assert not service.diagnoses
     bus.stop()
+
+
+def test_a_switch_that_goes_down_is_named_with_its_silence_told_once() -> None:
+    topo = fat_tree(k=4)
+    sim = Simulator(topo, SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
+    engine = RcaEngine(topo, RcaModel.load(DEFAULT_MODEL))
+    for _ in range(22):
+        sim.step()
+        engine.ingest_frames(sim.frames())
+        result = engine.step()
+    d = result.diagnosis
+    assert d is not None
+    assert (d.root, d.fault_type) == ("agg-0-0", "switch_down")
+    told = [(e.entity, e.signal) for e in d.evidence]
+    assert told.count(("agg-0-0", STOPPED)) == 1, told
