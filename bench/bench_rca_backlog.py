@@ -13,6 +13,7 @@ telemetry, and how many diagnoses were published (the fabric is healthy: each
 is a false alarm); then the ratio against analysing every second (``catch_up_s`` 1).
 
     python bench/bench_rca_backlog.py [--gpus 16384] [--seconds 30]
+    python bench/bench_rca_backlog.py --gpus 100352 --leaf-radix 128 --spine-radix 256
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 
 
-def backlog(gpus: int, seconds: int, partitions: int) -> tuple[MemoryBus, Simulator, int]:
+def backlog(gpus: int, seconds: int, partitions: int,
+            **radix: int) -> tuple[MemoryBus, Simulator, int]:
     """A bus holding ``seconds`` of the fabric's telemetry; and how many records."""
-    sim = Simulator(rail_optimized(gpus=gpus), SimConfig(seed=5))
+    sim = Simulator(rail_optimized(gpus=gpus, **radix), SimConfig(seed=5))
     hosts = sum(1 for _ in sim.fabric.topology.hosts())
     sim.add_job(JobSpec(hosts=hosts, placement="random", compute_s=0.5,
                         comm_bytes_per_nic=40e9))
@@ -82,8 +84,12 @@ def main() -> None:
     ap.add_argument("--gpus", type=int, default=16384)
     ap.add_argument("--seconds", type=int, default=30, help="telemetry in the backlog")
     ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--leaf-radix", type=int, help="ports per leaf (builder default)")
+    ap.add_argument("--spine-radix", type=int, help="ports per spine (builder default)")
     args = ap.parse_args()
-    bus, sim, records = backlog(args.gpus, args.seconds, args.partitions)
+    radix = {k: v for k, v in (("leaf_radix", args.leaf_radix),
+                               ("spine_radix", args.spine_radix)) if v is not None}
+    bus, sim, records = backlog(args.gpus, args.seconds, args.partitions, **radix)
     print(f"backlog: {args.seconds} s of a {args.gpus:,}-GPU rail fabric, {records:,} "
           f"frames on {args.partitions} partitions; polls of 500")
     results = {}
