@@ -40,7 +40,7 @@ class BusFrameSink:
 
 def frames_from_messages(
     msgs: Iterable[Message], *, rejects: list[tuple[Message, str]] | None = None,
-    tables: EntityTables | None = None,
+    tables: EntityTables | None = None, newest: dict[tuple[str, int], int] | None = None,
 ) -> list[Frame]:
     """Decode every message into a Frame, in the order given.
 
@@ -48,16 +48,24 @@ def frames_from_messages(
     partition and offset; if ``rejects`` is given, it is appended there with the
     cause instead, and decoding goes on. ``tables`` (a consumer's own, kept between
     batches) lets a device's frames share the entity table it sent before.
+    ``newest``, if given, is kept up to date with the newest frame time read from
+    each (topic, partition).
     """
     frames: list[Frame] = []
     for msg in msgs:
         try:
-            frames.append(Frame.decode(msg.value, tables))
+            frame = Frame.decode(msg.value, tables)
         except FrameDecodeError as exc:
             if rejects is None:
                 raise FrameDecodeError(f"{msg.topic}[{msg.partition}]@{msg.offset}: "
                                        f"{exc}") from exc
             rejects.append((msg, str(exc)))
+            continue
+        frames.append(frame)
+        if newest is not None:
+            where = (msg.topic, msg.partition)
+            if frame.ts_ns > newest.get(where, -1):
+                newest[where] = frame.ts_ns
     return frames
 
 

@@ -12,14 +12,19 @@ Offsets are committed after the diagnoses of a batch are stored.
 
 Behind the stream (the consumer hands over full batches: a backlog after a
 restart or an outage, or a fabric whose telemetry takes more than a core to
-fold and analyse every ``step_s``), a step that is due waits until the batch
-that empties the backlog, or a poll that brings nothing, but never past
-``catch_up_s`` of telemetry time: the RCA analyses less often and catches up
-instead of falling further behind with a step every ``step_s`` of old
-telemetry; a step then sees every device's latest frame. Deferred steps are
-counted, ``fabricops_rca_unanalysed_seconds`` shows the telemetry time since
-the last step, and a step late by more than two ``step_s`` is logged (once a
-minute at most).
+fold and analyse every ``step_s``), a due step waits for the batch that
+empties the backlog, or for a poll that brings nothing. Meanwhile it runs
+only once the time every partition has reached (the newest frame read from
+each) is ``catch_up_s`` past the last step, and it analyses that time, not
+the newest frame's: the partitions of a backlog are read unevenly, and at the
+newest time the devices of those read later would look silent. A partition
+more than ``max_skew_s`` behind the newest frame is not waited for. So the
+RCA analyses less often and catches up, instead of falling further behind
+with a step every ``step_s`` of old telemetry. On a live stream a step runs
+after the last poll of a tick and sees every device's latest frame. Deferred
+steps are counted, ``fabricops_rca_unanalysed_seconds`` shows the telemetry
+time not yet analysed, and a step late by more than two ``step_s`` is logged
+(once a minute at most).
 """
 
 from __future__ import annotations
@@ -66,6 +71,10 @@ class RcaServiceConfig(BaseModel):
         default=10.0, gt=0,
         description="Behind the stream, telemetry time between analyses at most (a due "
         "step waits for the backlog's end until then; see the module docstring)")
+    max_skew_s: float = Field(
+        default=60.0, gt=0,
+        description="Behind the stream, a step analyses the time every partition has "
+        "reached; a partition further behind the newest frame than this is not waited for")
     republish_s: float = Field(default=30.0, gt=0)
     revise_rise: float = Field(
         default=0.1, gt=0, le=1,
@@ -109,6 +118,7 @@ class RcaService:
                         topic_name(Topic.INT, config.prefix)]
         self._out = topic_name(Topic.DIAGNOSES, config.prefix)
         self._last_step_ns = -1
+        self._partition_ts: dict[tuple[str, int], int] = {}  # newest frame time read from each
         self._published: dict[str, tuple[str, str, int, float]] = {}  # root, type, time, confidence
         self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix, registry=reg)
         self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
@@ -129,7 +139,8 @@ class RcaService:
         int_topic = self._topics[1]
         rejects: list[tuple[Message, str]] = []
         self.engine.ingest_frames(frames_from_messages(
-            (m for m in messages if m.topic != int_topic), rejects=rejects, tables=self._tables))
+            (m for m in messages if m.topic != int_topic), rejects=rejects, tables=self._tables,
+            newest=self._partition_ts))
         for m in messages:
             if m.topic == int_topic:
                 try:
@@ -144,7 +155,10 @@ class RcaService:
             return []
         waited = newest - self._last_step_ns
         self.m_unanalysed.set(waited / 1e9)
-        if len(messages) >= self.config.max_records and waited < self.config.catch_up_s * 1e9:
+        if len(messages) < self.config.max_records:
+            return self._step(newest)
+        mark = self._watermark(newest)  # behind: what every partition has reached
+        if mark - self._last_step_ns < self.config.catch_up_s * 1e9:
             self.m_deferred.inc()
             if waited >= 2 * self.config.step_s * 1e9:  # not just the rest of one tick
                 self._lag_log.warning(
@@ -152,7 +166,13 @@ class RcaService:
                     "telemetry ago; analysing at most every %g s until it catches up",
                     waited / 1e9, self.config.catch_up_s)
             return []
-        return self._step(newest)
+        return self._step(mark)
+
+    def _watermark(self, newest: int) -> int:
+        """The newest frame time every partition read from within ``max_skew_s`` of
+        ``newest`` has reached."""
+        floor = newest - self.config.max_skew_s * 1e9
+        return min((ts for ts in self._partition_ts.values() if ts >= floor), default=newest)
 
     def idle(self) -> list[Diagnosis]:
         """A poll brought nothing: the backlog is drained, so a step put off runs now."""
@@ -161,11 +181,11 @@ class RcaService:
             return []
         return self._step(newest)
 
-    def _step(self, newest: int) -> list[Diagnosis]:
-        self._last_step_ns = newest
-        self.m_unanalysed.set(0.0)
+    def _step(self, now: int) -> list[Diagnosis]:
+        self._last_step_ns = now
+        self.m_unanalysed.set(max(self.engine.view.newest_ns - now, 0) / 1e9)
         started = time.perf_counter()
-        result = self.engine.step(newest)
+        result = self.engine.step(now)
         self.m_steps.inc()
         self.m_latency.observe(time.perf_counter() - started)
         self.m_outage.set(result.outage_switches)

@@ -6,6 +6,7 @@ import logging
 import time
 from pathlib import Path
 from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -14,6 +15,8 @@ from fabricops.core.bus import Consumer, Topic, record_headers, topic_name
 from fabricops.core.busio import BusFrameSink
 from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Diagnosis
+from fabricops.rca.detect import STOPPED
+from fabricops.rca.engine import StepResult
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.builders import fat_tree
@@ -97,18 +100,24 @@ def _backlog(seconds: int) -> tuple[MemoryBus, Simulator, list[int]]:
     return bus, sim, times
 
 
-def _drain(service: RcaService, consumer: Consumer, per_poll: int,
-           frames: bool = False) -> list[int]:
+class _Step(NamedTuple):
+    now: int  # the telemetry time analysed
+    frames: int  # frames folded in by then
+    silent: int  # switches that looked silent (their own symptoms, or an outage)
+
+
+def _drain(service: RcaService, consumer: Consumer, per_poll: int) -> list[_Step]:
     """Feed the service what waits for it a poll at a time, as its consumer loop
-    does, then an empty poll; per step taken, the telemetry time it analysed (or
-    with ``frames``, how many frames the RCA had folded in by then)."""
-    steps: list[int] = []
+    does, then an empty poll; the steps taken."""
+    steps: list[_Step] = []
     step = service.engine.step
 
-    def counted(now: int | None = None) -> object:
-        view = service.engine.view
-        steps.append(view.frames_seen if frames else view.newest_ns)
-        return step(now)
+    def counted(now: int | None = None) -> StepResult:
+        assert now is not None, "the service says what time it analyses"
+        result = step(now)
+        silent = sum(s.rule == STOPPED for s in result.symptoms) + result.outage_switches
+        steps.append(_Step(now, service.engine.view.frames_seen, silent))
+        return result
 
     service.engine.step = counted  # type: ignore[method-assign]
     while batch := consumer.poll(0.0, per_poll):
@@ -133,9 +142,10 @@ def test_behind_the_stream_it_analyses_less_often_and_says_so(
     service, consumer = _rca(bus, sim, catch_up_s=10.0)
     with caplog.at_level(logging.WARNING, logger="fabricops.rca.service"):
         steps = _drain(service, consumer, per_poll=10)
-    assert steps[-1] == times[-1], "the last step analyses the newest telemetry"
+    analysed = [s.now for s in steps]
+    assert analysed[-1] == times[-1], "the last step analyses the newest telemetry"
     assert len(steps) <= 40 / 10 + 2, f"{len(steps)} steps while behind"
-    assert (np.diff(steps) <= 11e9).all(), "never more than catch_up_s between steps"
+    assert (np.diff(analysed) <= 11e9).all(), "never more than catch_up_s between steps"
     assert service.m_deferred._value.get() > 0
     assert service.m_unanalysed._value.get() == 0.0, "nothing left unanalysed"
     behind = [r.getMessage() for r in caplog.records if "behind" in r.getMessage()]
@@ -144,15 +154,27 @@ def test_behind_the_stream_it_analyses_less_often_and_says_so(
     bus.stop()
 
 
-def test_with_catch_up_s_of_one_step_no_step_is_put_off() -> None:
+@pytest.mark.parametrize("catch_up_s", [1.0, 10.0])
+def test_behind_a_step_sees_no_switch_of_a_partition_read_later_as_silent(
+        catch_up_s: float) -> None:
+    """The partitions of a backlog are read unevenly (here one could be 30 s ahead
+    of another): a step made while behind analyses the time they have all
+    reached, so no switch of a partition read later looks silent."""
     bus, sim, _ = _backlog(40)
-    every_second, consumer = _rca(bus, sim, catch_up_s=1.0)
-    many = _drain(every_second, consumer, per_poll=10)
-    assert every_second.m_deferred._value.get() == 0
+    steps = _drain(*_rca(bus, sim, catch_up_s=catch_up_s), per_poll=10)
+    assert len(steps) >= 4
+    assert [s.silent for s in steps] == [0] * len(steps)
+    bus.stop()
+
+
+def test_with_catch_up_s_of_one_step_it_analyses_each_second_reached() -> None:
+    bus, sim, _ = _backlog(40)
+    many = _drain(*_rca(bus, sim, catch_up_s=1.0), per_poll=10)
     bus.stop()
     bus, sim, _ = _backlog(40)
     few = _drain(*_rca(bus, sim, catch_up_s=10.0), per_poll=10)
     assert len(many) > 2 * len(few)
+    assert (np.diff([s.now for s in many]) >= 1e9).all()
     bus.stop()
 
 
@@ -166,7 +188,7 @@ def test_on_a_live_stream_a_step_waits_for_the_rest_of_the_tick() -> None:
         sim.step()
         BusFrameSink(bus).publish_frames(sim.frames())
         before = service.engine.view.frames_seen
-        seen = _drain(service, consumer, per_poll=10, frames=True)
+        seen = [s.frames for s in _drain(service, consumer, per_poll=10)]
         assert seen == [before + len(sim.frames())], "one step, after the whole tick"
     bus.stop()
 
