@@ -269,10 +269,12 @@ class GroupConsumer:
                  liveness: Liveness | None = None,
                  recover: Callable[[], object] | None = None,
                  idle: Callable[[], object] | None = None,
+                 assigned: Callable[[set[tuple[str, int]]], object] | None = None,
                  registry: CollectorRegistry | None = None) -> None:
         self.loop = ConsumerLoop(config or ConsumerLoopConfig(), bus, topics, group, handle,
                                  name=name, dead_letters=dead_letters, liveness=liveness,
-                                 recover=recover, idle=idle, registry=registry, log=log)
+                                 recover=recover, assigned=assigned, idle=idle,
+                                 registry=registry, log=log)
         self.name = name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

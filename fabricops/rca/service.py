@@ -18,7 +18,8 @@ only once the time every partition has reached (the newest frame read from
 each) is ``catch_up_s`` past the last step, and it analyses that time, not
 the newest frame's: the partitions of a backlog are read unevenly, and at the
 newest time the devices of those read later would look silent. A partition
-more than ``max_skew_s`` behind the newest frame is not waited for. So the
+more than ``max_skew_s`` behind the newest frame is not waited for, nor one
+the member no longer owns. So the
 RCA analyses less often and catches up, instead of falling further behind
 with a step every ``step_s`` of old telemetry. On a live stream a step runs
 after the last poll of a tick and sees every device's latest frame. Deferred
@@ -125,7 +126,8 @@ class RcaService:
                                        name="rca", log=log,
                                        config=ConsumerLoopConfig(max_records=config.max_records),
                                        dead_letters=self.dead_letters, liveness=liveness,
-                                       idle=self.idle, registry=reg)
+                                       idle=self.idle, assigned=self.assigned,
+                                       registry=reg)
         self.diagnoses: list[Diagnosis] = []
 
     def start(self) -> None:
@@ -173,6 +175,12 @@ class RcaService:
         ``newest`` has reached."""
         floor = newest - self.config.max_skew_s * 1e9
         return min((ts for ts in self._partition_ts.values() if ts >= floor), default=newest)
+
+    def assigned(self, owned: set[tuple[str, int]]) -> None:
+        """The partitions this member owns changed: those it gave up no longer hold
+        back the time every partition has reached."""
+        for where in [w for w in self._partition_ts if w not in owned]:
+            del self._partition_ts[where]
 
     def idle(self) -> list[Diagnosis]:
         """A poll brought nothing: the backlog is drained, so a step put off runs now."""

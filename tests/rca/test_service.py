@@ -209,3 +209,16 @@ def test_running_it_analyses_a_backlog_that_ends_on_a_full_poll() -> None:
     assert service._last_step_ns == times[-1], "the newest telemetry was analysed"
     assert service.m_deferred._value.get() > 0, "every poll was full: steps were put off"
     bus.stop()
+
+
+def test_a_partition_given_up_no_longer_holds_the_analysis_back() -> None:
+    """Behind, a step analyses what every partition has reached; after a
+    rebalance the partitions the member gave up no longer count."""
+    bus, sim, times = _backlog(3)
+    service, _ = _rca(bus, sim)
+    topic = topic_name(Topic.TELEMETRY)
+    service._partition_ts.update({(topic, 0): times[0], (topic, 1): times[2]})
+    assert service._watermark(times[2]) == times[0]
+    service.assigned({(topic, 1)})
+    assert service._watermark(times[2]) == times[2]
+    bus.stop()
