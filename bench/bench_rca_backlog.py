@@ -20,7 +20,9 @@ the ratio against a step every second (``catch_up_s`` 1).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -32,18 +34,15 @@ from fabricops.rca.detect import STOPPED
 from fabricops.rca.engine import StepResult
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
-from fabricops.simulator.builders import rail_optimized
-from fabricops.simulator.engine import SimConfig, Simulator
-from fabricops.simulator.workload import JobSpec
+from fabricops.simulator.engine import Simulator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rail_job import add_shape_args, busy_rail
 
 
-def backlog(gpus: int, seconds: int, partitions: int,
-            **radix: int) -> tuple[MemoryBus, Simulator, int]:
-    """A bus holding ``seconds`` of the fabric's telemetry; and how many records."""
-    sim = Simulator(rail_optimized(gpus=gpus, **radix), SimConfig(seed=5))
-    hosts = sum(1 for _ in sim.fabric.topology.hosts())
-    sim.add_job(JobSpec(hosts=hosts, placement="random", compute_s=0.5,
-                        comm_bytes_per_nic=40e9))
+def backlog(sim: Simulator, seconds: int, partitions: int) -> tuple[MemoryBus, int]:
+    """A bus holding ``seconds`` of ``sim``'s telemetry; and how many records."""
     bus = MemoryBus(MemoryBusConfig(partitions=partitions, retention_records=1 << 30,
                                     retention_bytes=1 << 40))
     bus.start()
@@ -54,7 +53,7 @@ def backlog(gpus: int, seconds: int, partitions: int,
         frames = sim.frames()
         sink.publish_frames(frames)
         records += len(frames)
-    return bus, sim, records
+    return bus, records
 
 
 def drain(bus: MemoryBus, sim: Simulator, catch_up_s: float) -> dict[str, float]:
@@ -89,15 +88,12 @@ def drain(bus: MemoryBus, sim: Simulator, catch_up_s: float) -> dict[str, float]
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", type=int, default=16384)
+    add_shape_args(ap)
     ap.add_argument("--seconds", type=int, default=30, help="telemetry in the backlog")
     ap.add_argument("--partitions", type=int, default=8)
-    ap.add_argument("--leaf-radix", type=int, help="ports per leaf (builder default)")
-    ap.add_argument("--spine-radix", type=int, help="ports per spine (builder default)")
     args = ap.parse_args()
-    radix = {k: v for k, v in (("leaf_radix", args.leaf_radix),
-                               ("spine_radix", args.spine_radix)) if v is not None}
-    bus, sim, records = backlog(args.gpus, args.seconds, args.partitions, **radix)
+    sim = busy_rail(args)
+    bus, records = backlog(sim, args.seconds, args.partitions)
     print(f"backlog: {args.seconds} s of a {args.gpus:,}-GPU rail fabric, {records:,} "
           f"frames on {args.partitions} partitions; polls of 500")
     results = {}

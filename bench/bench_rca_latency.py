@@ -20,8 +20,10 @@ random steps.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
@@ -32,28 +34,22 @@ from fabricops.core.wire_frame import EntityTables
 from fabricops.rca.engine import RcaConfig, RcaEngine
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
-from fabricops.simulator.builders import rail_optimized
-from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultSpec, FaultType
-from fabricops.simulator.workload import JobSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rail_job import add_shape_args, busy_rail
 
 ONSET_S = 12.0
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", type=int, default=16384)
+    add_shape_args(ap)
     ap.add_argument("--ticks", type=int, default=20)
-    ap.add_argument("--leaf-radix", type=int, help="ports per leaf (builder default)")
-    ap.add_argument("--spine-radix", type=int, help="ports per spine (builder default)")
     args = ap.parse_args()
-    radix = {k: v for k, v in (("leaf_radix", args.leaf_radix),
-                               ("spine_radix", args.spine_radix)) if v is not None}
-    topo = rail_optimized(gpus=args.gpus, **radix)
-    sim = Simulator(topo, SimConfig(seed=5))
-    hosts = sum(1 for _ in topo.hosts())
-    sim.add_job(JobSpec(hosts=hosts, placement="random", compute_s=0.5,
-                        comm_bytes_per_nic=40e9))
+    sim = busy_rail(args)
+    topo = sim.fabric.topology
     link = next(lk.id for lk in topo.links if lk.a.startswith("leaf") and "spine" in lk.b)
     sim.add_fault(FaultSpec(type=FaultType.GRAY_LOSS, entity=link, start_s=ONSET_S,
                             params={"loss_rate": 1e-4}))

@@ -19,7 +19,9 @@ the outage steps' CPU time.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -27,27 +29,22 @@ from fabricops.core import heap
 from fabricops.rca.detect import RuleConfig
 from fabricops.rca.engine import RcaConfig, RcaEngine
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
-from fabricops.simulator.builders import rail_optimized
-from fabricops.simulator.engine import SimConfig, Simulator
-from fabricops.simulator.workload import JobSpec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from rail_job import add_shape_args, busy_rail
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", type=int, default=16384)
+    add_shape_args(ap)
     ap.add_argument("--before", type=int, default=14, help="ticks before (10 warm up)")
     ap.add_argument("--outage", type=int, default=6, help="ticks without switch telemetry")
     ap.add_argument("--after", type=int, default=4)
-    ap.add_argument("--leaf-radix", type=int, help="ports per leaf (builder default)")
-    ap.add_argument("--spine-radix", type=int, help="ports per spine (builder default)")
     args = ap.parse_args()
-    radix = {k: v for k, v in (("leaf_radix", args.leaf_radix),
-                               ("spine_radix", args.spine_radix)) if v is not None}
-    topo = rail_optimized(gpus=args.gpus, **radix)
-    sim = Simulator(topo, SimConfig(seed=5))
+    sim = busy_rail(args)
+    topo = sim.fabric.topology
     hosts = sum(1 for _ in topo.hosts())
-    sim.add_job(JobSpec(hosts=hosts, placement="random", compute_s=0.5,
-                        comm_bytes_per_nic=40e9))
     model = RcaModel.load(DEFAULT_MODEL)
     engines = {"set aside": RcaEngine(topo, model),
                "analysed": RcaEngine(topo, model, RcaConfig(rules=RuleConfig(outage_share=1.0)))}

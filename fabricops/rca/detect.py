@@ -18,6 +18,7 @@ confidence, as any missing device does.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -25,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricops.rca.features import Candidates, PathStats
 from fabricops.rca.signals import PortSignals
 from fabricops.rca.view import PortIndex
+
+STOPPED: Final = "stopped_reporting"  # the rule of a switch that stopped reporting
 
 
 class RuleConfig(BaseModel):
@@ -144,9 +147,6 @@ def rules_diagnosis(symptoms: list[Symptom]) -> list[tuple[int, str, float]]:
             best[s.candidate] = key
     ranked = sorted(best.items(), key=lambda kv: kv[1][:2], reverse=True)
     return [(cand, ft, sev) for cand, (sev, _, ft) in ranked]
-
-
-STOPPED: str = "stopped_reporting"
 
 
 def set_aside_outage(symptoms: list[Symptom], n_switches: int,

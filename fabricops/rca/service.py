@@ -19,13 +19,13 @@ each) is ``catch_up_s`` past the last step, and it analyses that time, not
 the newest frame's: the partitions of a backlog are read unevenly, and at the
 newest time the devices of those read later would look silent. A partition
 more than ``max_skew_s`` behind the newest frame is not waited for, nor one
-the member no longer owns. So the
-RCA analyses less often and catches up, instead of falling further behind
-with a step every ``step_s`` of old telemetry. On a live stream a step runs
-after the last poll of a tick and sees every device's latest frame. Deferred
-steps are counted, ``fabricops_rca_unanalysed_seconds`` shows the telemetry
-time not yet analysed, and a step late by more than two ``step_s`` is logged
-(once a minute at most).
+the member no longer owns. So the RCA analyses less often and catches up,
+instead of falling further behind with a step every ``step_s`` of old
+telemetry. On a live stream a step runs after the last poll of a tick and
+sees every device's latest frame. Deferred steps are counted,
+``fabricops_rca_unanalysed_seconds`` shows the telemetry time not yet
+analysed, and a step late by more than two ``step_s`` is logged (once a
+minute at most).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ class RcaService:
             "fabricops_rca_outage_switches",
             "Switches that stopped reporting at once, set aside as a collection outage",
             registry=reg)
-        self._lag_log = ThrottledLog(log, interval_s=60.0)
+        self._warn = ThrottledLog(log, interval_s=60.0)
         self._topics = [topic_name(Topic.TELEMETRY, config.prefix),
                         topic_name(Topic.INT, config.prefix)]
         self._out = topic_name(Topic.DIAGNOSES, config.prefix)
@@ -152,8 +152,8 @@ class RcaService:
         for m, why in rejects:
             self.m_rejected.inc()
             self.dead_letters.put(m, "undecodable", why)
-        newest = self.engine.view.newest_ns
-        if newest < 0 or newest - self._last_step_ns < self.config.step_s * 1e9:
+        newest = self._step_due()
+        if newest is None:
             return []
         waited = newest - self._last_step_ns
         self.m_unanalysed.set(waited / 1e9)
@@ -163,7 +163,7 @@ class RcaService:
         if mark - self._last_step_ns < self.config.catch_up_s * 1e9:
             self.m_deferred.inc()
             if waited >= 2 * self.config.step_s * 1e9:  # not just the rest of one tick
-                self._lag_log.warning(
+                self._warn.warning(
                     "behind", "rca: behind the telemetry stream: last analysis %.1f s of "
                     "telemetry ago; analysing at most every %g s until it catches up",
                     waited / 1e9, self.config.catch_up_s)
@@ -184,10 +184,15 @@ class RcaService:
 
     def idle(self) -> list[Diagnosis]:
         """A poll brought nothing: the backlog is drained, so a step put off runs now."""
+        newest = self._step_due()
+        return [] if newest is None else self._step(newest)
+
+    def _step_due(self) -> int | None:
+        """The newest telemetry time if it is ``step_s`` past the last step, else None."""
         newest = self.engine.view.newest_ns
         if newest < 0 or newest - self._last_step_ns < self.config.step_s * 1e9:
-            return []
-        return self._step(newest)
+            return None
+        return newest
 
     def _step(self, now: int) -> list[Diagnosis]:
         self._last_step_ns = now
@@ -198,7 +203,7 @@ class RcaService:
         self.m_latency.observe(time.perf_counter() - started)
         self.m_outage.set(result.outage_switches)
         if result.outage_switches:
-            self._lag_log.warning(
+            self._warn.warning(
                 "outage", "rca: %d switches stopped reporting at once: a collection outage "
                 "(a collector, its host or the management network?), not analysed as switch "
                 "faults", result.outage_switches)

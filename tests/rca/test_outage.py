@@ -16,9 +16,8 @@ from fabricops.rca.engine import RcaEngine, StepResult
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.builders import fat_tree
-from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultSpec, FaultType
-from fabricops.simulator.workload import JobSpec
+from tests.rca.twin import busy_fat_tree
 
 
 def _silent(*candidates: int) -> list[Symptom]:
@@ -40,9 +39,8 @@ def test_more_switches_silent_than_share_and_minimum_are_set_aside() -> None:
 def _run(withheld: set[str], ticks: int = 18, silent_from: int = 12) -> list[StepResult]:
     """Steps of an engine fed a healthy fat-tree's frames, without those of
     ``withheld`` devices from tick ``silent_from`` on."""
-    topo = fat_tree(k=4)
-    sim = Simulator(topo, SimConfig(seed=3))
-    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    sim = busy_fat_tree()
+    topo = sim.fabric.topology
     engine = RcaEngine(topo, RcaModel.load(DEFAULT_MODEL))
     out = []
     for tick in range(ticks):
@@ -76,10 +74,9 @@ def test_one_switch_falling_silent_is_still_a_symptom_of_that_switch() -> None:
 
 def test_the_service_says_so_once_and_shows_how_many_switches(
         caplog: pytest.LogCaptureFixture) -> None:
-    topo = fat_tree(k=4)
+    sim = busy_fat_tree()
+    topo = sim.fabric.topology
     switches = {n.id for n in topo.nodes if not n.is_host}
-    sim = Simulator(topo, SimConfig(seed=3))
-    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
     bus = MemoryBus()
     bus.start()
     service = RcaService(RcaServiceConfig(), bus, topo, RcaModel.load(DEFAULT_MODEL))
@@ -100,9 +97,8 @@ def test_the_service_says_so_once_and_shows_how_many_switches(
 
 
 def test_a_switch_that_goes_down_is_named_with_its_silence_told_once() -> None:
-    topo = fat_tree(k=4)
-    sim = Simulator(topo, SimConfig(seed=3))
-    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    sim = busy_fat_tree()
+    topo = sim.fabric.topology
     sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
     engine = RcaEngine(topo, RcaModel.load(DEFAULT_MODEL))
     for _ in range(22):

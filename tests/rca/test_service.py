@@ -20,18 +20,17 @@ from fabricops.rca.engine import StepResult
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.builders import fat_tree
-from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.engine import Simulator
 from fabricops.simulator.faults import FaultSpec, FaultType
-from fabricops.simulator.workload import JobSpec
 from fabricops.store.store import Store, StoreConfig
+from tests.rca.twin import busy_fat_tree
 
 LINK = "agg-0-0:eth1~leaf-0-0:eth3"
 
 
 def test_a_link_going_down_is_published_and_stored_once_per_revision(tmp_path: Path) -> None:
-    topo = fat_tree(k=4)
-    sim = Simulator(topo, SimConfig(seed=3))
-    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    sim = busy_fat_tree()
+    topo = sim.fabric.topology
     sim.add_fault(FaultSpec(type=FaultType.LINK_DOWN, entity=LINK, start_s=15.0))
     bus = MemoryBus()
     bus.start()
@@ -87,8 +86,7 @@ def test_a_diagnosis_that_firms_up_is_revised_at_once() -> None:
 def _backlog(seconds: int) -> tuple[MemoryBus, Simulator, list[int]]:
     """A bus holding ``seconds`` of a 36-device fabric's telemetry (36 frames a
     second), and each second's telemetry time."""
-    sim = Simulator(fat_tree(k=4), SimConfig(seed=3))
-    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    sim = busy_fat_tree()
     bus = MemoryBus()
     bus.start()
     sink = BusFrameSink(bus)

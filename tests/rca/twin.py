@@ -1,0 +1,14 @@
+"""The small fabric the RCA service tests run: a k=4 fat-tree (20 switches, 16 hosts)
+with one job over every host."""
+
+from __future__ import annotations
+
+from fabricops.simulator.builders import fat_tree
+from fabricops.simulator.engine import SimConfig, Simulator
+from fabricops.simulator.workload import JobSpec
+
+
+def busy_fat_tree() -> Simulator:
+    sim = Simulator(fat_tree(k=4), SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=16, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    return sim
