@@ -44,7 +44,9 @@ Model, per device (a leaf switch) and port, over ``n_points`` polls:
 * States: ``oper_status`` up (1); a link flap takes it down (2) for 1-5 polls
   on 1 % of ports.
 
-``noisy_blocks(seed, ...)`` yields ``(device, SeriesBlock)`` per window;
+``noisy_blocks(seed, ...)`` yields ``(device, SeriesBlock)`` per window; given a
+``Draws``, it also records the scale of the independent noise behind each value
+(``noise_floor`` turns that into the fewest bytes any codec needs);
 ``DEFAULT_SHAPE`` (2 leaves x 52 ports x 19 metrics = 1,976 series x 3,600
 points, 7.1 M samples) draws in about a second.
 """
@@ -52,7 +54,7 @@ points, 7.1 M samples) draws in about a second.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -89,6 +91,26 @@ DEFAULT_SHAPE: Final = Shape()
 F = NDArray[np.float64]
 
 
+@dataclass
+class Draws:
+    """Per device, the scale of the independent noise the generator drew for each value
+    (arrays of ``(ports, points)``, 0 where that value carries none):
+
+    * ``in/out_octets``: sigma, in bytes, of the normal noise on each increment;
+    * ``in/out_pkts``: sigma, in packets, of the increment given its octets (the
+      frame-size mix);
+    * ``ecn_marked_pkts`` and the PFC pause counters: the Poisson rate of each
+      increment;
+    * ``rx/tx_power_dbm``, ``temperature_c``: sigma of the sensor noise, in the
+      gauge's unit;
+    * ``present``: which points are stored, ``(ports, metrics, points)`` in
+      ``METRICS`` order.
+    """
+
+    devices: list[dict[str, NDArray[np.float64] | NDArray[np.bool_]]] = field(
+        default_factory=list)
+
+
 def _poll_times(rng: np.random.Generator, shape: Shape) -> NDArray[np.int64]:
     n = shape.points
     jitter = rng.normal(0.0, 0.004, n)
@@ -102,8 +124,10 @@ def _poll_times(rng: np.random.Generator, shape: Shape) -> NDArray[np.int64]:
     return ns
 
 
-def _utilisation(rng: np.random.Generator, p: int, t_s: F, idle: NDArray[np.bool_]) -> F:
-    """Per port and poll, the share of line rate used over the poll interval."""
+def _utilisation(rng: np.random.Generator, p: int, t_s: F, idle: NDArray[np.bool_]
+                 ) -> tuple[F, F]:
+    """Per port and poll, the share of line rate used over the poll interval, and the
+    sigma of the normal noise in it (0 where the share was clipped)."""
     n = len(t_s)
     period = rng.uniform(6.0, 30.0)
     share = rng.uniform(0.2, 0.6, (p, 1))
@@ -111,7 +135,8 @@ def _utilisation(rng: np.random.Generator, p: int, t_s: F, idle: NDArray[np.bool
     pos = ((t_s[None, :] + phase) % period) / period
     on = np.clip((share - pos) * period, 0.0, 1.0)
     eff = rng.uniform(0.85, 0.97, (p, 1))
-    noise = rng.normal(1.0, 10 ** rng.uniform(-2.7, -1.7, (p, 1)), (p, n))
+    sd = 10 ** rng.uniform(-2.7, -1.7, (p, 1))
+    noise = rng.normal(1.0, sd, (p, n))
     u = on * eff * noise + rng.uniform(0.0, 0.02, (p, 1))
     bursty = rng.random(p) < 0.4
     arrivals = (rng.random((p, n)) < 0.01) & bursty[:, None]
@@ -120,9 +145,12 @@ def _utilisation(rng: np.random.Generator, p: int, t_s: F, idle: NDArray[np.bool
     burst = np.zeros((p, n))
     for i, j in zip(*np.nonzero(arrivals), strict=True):
         burst[i, j:j + length[i, j]] += size[i, j]
-    u = np.clip(u + burst, 0.0, 1.0)
+    u += burst
+    sigma = np.where((u > 0.0) & (u < 1.0), on * eff * sd, 0.0)
+    u = np.clip(u, 0.0, 1.0)
     u[idle] = 0.0
-    return u
+    sigma[idle] = 0.0
+    return u, sigma
 
 
 def _counter(start: NDArray[np.uint64], steps: NDArray[np.int64], width: NDArray[np.int64]
@@ -132,16 +160,20 @@ def _counter(start: NDArray[np.uint64], steps: NDArray[np.int64], width: NDArray
     return total & mask[:, None]
 
 
-def _device(rng: np.random.Generator, shape: Shape, reboots: bool
+def _device(rng: np.random.Generator, shape: Shape, reboots: bool,
+            noise: dict[str, F] | None = None
             ) -> tuple[NDArray[np.int64], dict[str, NDArray[np.uint64]]]:
     p, n = shape.ports, shape.points
+    noise = {} if noise is None else noise
     ts = _poll_times(rng, shape)
     dt = np.diff(ts, prepend=ts[0] - round(shape.interval_s * 1e9)) / 1e9
     t_s = (ts - T0_NS) / 1e9
     idle = rng.random(p) < 0.15
-    u_in, u_out = (_utilisation(rng, p, t_s, idle) for _ in range(2))
+    (u_in, sd_in), (u_out, sd_out) = (_utilisation(rng, p, t_s, idle) for _ in range(2))
     octets = {k: np.round(u * LINE_BYTES_S * dt[None, :]).astype(np.int64)
               for k, u in (("in", u_in), ("out", u_out))}
+    for side, sd in (("in", sd_in), ("out", sd_out)):
+        noise[f"{side}_octets"] = sd * LINE_BYTES_S * dt[None, :]
     for v in octets.values():
         v += rng.poisson(0.05, (p, n)) * 128
     steps: dict[str, NDArray[np.int64]] = {}
@@ -149,13 +181,16 @@ def _device(rng: np.random.Generator, shape: Shape, reboots: bool
         small_share = np.clip(rng.uniform(0.02, 0.1, (p, 1)) + rng.normal(0, 0.002, (p, n)),
                               0.0, 0.5)
         size = (1 - small_share) * 4158.0 + small_share * 84.0
+        unclipped = (small_share > 0.0) & (small_share < 0.5)
+        noise[f"{side}_pkts"] = np.where(unclipped, octets[side] * 4074.0 * 0.002 / size**2, 0.0)
         steps[f"{side}_octets"] = octets[side]
         steps[f"{side}_pkts"] = np.round(octets[side] / size).astype(np.int64)
     over = np.clip(u_out - 0.9, 0.0, None) * rng.uniform(0, 2e5, (p, 1))
+    noise["ecn_marked_pkts"], noise["pfc_rx_pause{prio=3}"] = over, over * 0.3
     steps["ecn_marked_pkts"] = rng.poisson(over)
     steps["pfc_rx_pause{prio=3}"] = rng.poisson(over * 0.3)
-    steps["pfc_tx_pause{prio=3}"] = rng.poisson(np.clip(u_in - 0.92, 0, None)
-                                                * rng.uniform(0, 1e5, (p, 1)))
+    noise["pfc_tx_pause{prio=3}"] = np.clip(u_in - 0.92, 0, None) * rng.uniform(0, 1e5, (p, 1))
+    steps["pfc_tx_pause{prio=3}"] = rng.poisson(noise["pfc_tx_pause{prio=3}"])
     gray = (rng.random(p) < 0.03)[:, None] * 10 ** rng.uniform(-9, -6, (p, 1))
     steps["in_fcs_errors"] = rng.poisson(steps["in_pkts"] * gray)
     steps["in_errors"] = steps["in_fcs_errors"] + rng.poisson(1e-5, (p, n))
@@ -176,6 +211,8 @@ def _device(rng: np.random.Generator, shape: Shape, reboots: bool
     for name in COUNTERS:
         s = steps[name]
         s[:, 0] = 0
+        if name in noise:
+            noise[name][:, 0] = 0.0  # the keyframe: its value is the start, not noise
         start = rng.integers(0, 2**48, p, dtype=np.uint64) >> rng.integers(0, 40, p).astype(
             np.uint64)
         start[near_top] = np.uint64(2**64 - 1) - rng.integers(0, 2**40, int(near_top.sum()),
@@ -185,12 +222,13 @@ def _device(rng: np.random.Generator, shape: Shape, reboots: bool
         if reboot >= 0:
             c[:, reboot:] = _counter(np.zeros(p, np.uint64), s[:, reboot:], width)
         series[name] = c
-    series.update(_gauges(rng, u_out, shape))
+    series.update(_gauges(rng, u_out, shape, noise))
     series["oper_status"] = status
     return ts, series
 
 
-def _gauges(rng: np.random.Generator, u: F, shape: Shape) -> dict[str, NDArray[np.uint64]]:
+def _gauges(rng: np.random.Generator, u: F, shape: Shape, noise: dict[str, F]
+            ) -> dict[str, NDArray[np.uint64]]:
     p, n = u.shape
     congested = np.clip(u - 0.8, 0.0, None) * rng.uniform(0, 5, (p, 1))
     busy = rng.random((p, n)) < congested
@@ -201,9 +239,13 @@ def _gauges(rng: np.random.Generator, u: F, shape: Shape) -> dict[str, NDArray[n
     def walk(level: F, sigma: float) -> F:
         return level + rng.normal(0, sigma, (p, n)).cumsum(axis=1)
 
-    rx = walk(rng.uniform(-6, 2, (p, 1)), 2e-4) + rng.normal(0, rng.uniform(0.01, 0.03, (p, 1)),
-                                                            (p, n))
+    rx_level = walk(rng.uniform(-6, 2, (p, 1)), 2e-4)
+    rx_sd = rng.uniform(0.01, 0.03, (p, 1))
+    rx = rx_level + rng.normal(0, rx_sd, (p, n))
     tx = walk(rng.uniform(-2, 2, (p, 1)), 1e-4) + rng.normal(0, 0.01, (p, n))
+    noise["rx_power_dbm"] = np.broadcast_to(rx_sd, (p, n))
+    noise["tx_power_dbm"] = np.full((p, n), 0.01)
+    noise["temperature_c"] = np.full((p, n), 0.05)
     target = rng.uniform(30, 45, (p, 1)) + 15 * u
     alpha = 1 - np.exp(-shape.interval_s / 60.0)
     heat = np.empty((p, n))
@@ -219,20 +261,26 @@ def _gauges(rng: np.random.Generator, u: F, shape: Shape) -> dict[str, NDArray[n
     return {k: np.ascontiguousarray(v, np.float64).view(np.uint64) for k, v in as_bits.items()}
 
 
-def noisy_blocks(seed: int, shape: Shape = DEFAULT_SHAPE, window: int = 60
-                 ) -> Iterator[tuple[str, SeriesBlock]]:
-    """Per device and window of ``window`` polls, its block; the same seed, the same data."""
+def noisy_blocks(seed: int, shape: Shape = DEFAULT_SHAPE, window: int = 60,
+                 draws: Draws | None = None) -> Iterator[tuple[str, SeriesBlock]]:
+    """Per device and window of ``window`` polls, its block; the same seed, the same data
+    (with ``draws`` or without). ``draws`` gets each device's noise scales before its
+    first block."""
     rng = np.random.default_rng(seed)
     ids = np.array([CATALOGUE.id_of(m) for m in METRICS], np.uint16)
     for d in range(shape.devices):
         device = f"leaf-{d // 4}-{d % 4}"
-        ts, series = _device(rng, shape, reboots=d % 2 == 1)
+        noise: dict[str, F] = {}
+        ts, series = _device(rng, shape, reboots=d % 2 == 1, noise=noise)
         raw = np.stack([series[m] for m in METRICS], axis=1).reshape(-1, shape.points)
         metric = np.tile(ids, shape.ports)
         entity = tuple(f"{device}:eth{port + 1}" for port in range(shape.ports)
                        for _ in METRICS)
         present = rng.random(raw.shape) >= 0.0005
         raw = np.where(present, raw, np.uint64(0))
+        if draws is not None:
+            draws.devices.append({**noise, "present": present.reshape(shape.ports, len(METRICS),
+                                                                      shape.points)})
         for a in range(0, shape.points, window):
             b = min(a + window, shape.points)
             yield device, SeriesBlock(ts[a:b].copy(), entity, metric, raw[:, a:b].copy(),
