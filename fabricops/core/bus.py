@@ -123,6 +123,10 @@ class Consumer(Protocol):
         """Seconds this member has waited for its group to finish a rebalance; 0 while
         the group is settled (whether or not the member owns a partition)."""
 
+    def caught_up(self) -> set[tuple[str, int]]:
+        """The owned partitions this member has read to their end, as far as its last
+        poll knew (a partition whose end it has not learnt yet is not among them)."""
+
     def close(self) -> None: ...
 
 

@@ -29,7 +29,9 @@ goes on until ``stop`` is set. What can go wrong, and what it does:
   is called when the loop is stopped, before the last commit and before the
   member leaves the group (the handler makes everything it holds durable).
   ``idle`` is called when a poll brings nothing (the handler may write what
-  it holds of sources gone silent).
+  it holds of sources gone silent). ``caught_up`` hears after each poll which
+  owned partitions the member has read to their end (a handler behind the
+  stream waits only for the others).
 - **A rebalance that does not finish** (the member has waited ``rejoin_after_s``
   for its group to settle, longer than the brokers wait for a member slow to
   rejoin; a broker that lost track of a member can make it last for ever): a
@@ -101,6 +103,7 @@ class ConsumerLoop:
                  assigned: Callable[[set[tuple[str, int]]], object] | None = None,
                  drain: Callable[[], object] | None = None,
                  idle: Callable[[], object] | None = None,
+                 caught_up: Callable[[set[tuple[str, int]]], object] | None = None,
                  registry: CollectorRegistry | None = None,
                  log: logging.Logger | None = None,
                  clock: Callable[[], float] = time.monotonic,
@@ -108,6 +111,7 @@ class ConsumerLoop:
         self.config, self.bus, self.topics, self.group = config, bus, list(topics), group
         self.handle, self.name, self.recover, self.hold = handle, name, recover, hold
         self.assigned, self.drain, self.idle = assigned, drain, idle
+        self.caught_up = caught_up
         reg = registry if registry is not None else CollectorRegistry()
         self.dead_letters = dead_letters or DeadLetterBox(bus, group, registry=reg)
         self.liveness = liveness
@@ -164,6 +168,8 @@ class ConsumerLoop:
                     if now_owned - (owned or set()):
                         self._recover()  # partitions gained: their state is in the store
                     owned = now_owned
+                    if self.caught_up is not None:
+                        self.caught_up(consumer.caught_up())
                 if pending:
                     stale = True  # until the batch is done
                     self._handle_batch(pending)
@@ -270,11 +276,12 @@ class GroupConsumer:
                  recover: Callable[[], object] | None = None,
                  idle: Callable[[], object] | None = None,
                  assigned: Callable[[set[tuple[str, int]]], object] | None = None,
+                 caught_up: Callable[[set[tuple[str, int]]], object] | None = None,
                  registry: CollectorRegistry | None = None) -> None:
         self.loop = ConsumerLoop(config or ConsumerLoopConfig(), bus, topics, group, handle,
                                  name=name, dead_letters=dead_letters, liveness=liveness,
                                  recover=recover, assigned=assigned, idle=idle,
-                                 registry=registry, log=log)
+                                 caught_up=caught_up, registry=registry, log=log)
         self.name = name
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None

@@ -399,6 +399,17 @@ class KafkaGroupConsumer:
         """Seconds this member has waited for the group to finish a rebalance."""
         return self._joins.waited_s()
 
+    def caught_up(self) -> set[tuple[str, int]]:
+        """The owned partitions read to the high watermark their last fetch carried (a
+        partition this member has returned no record of is not among them)."""
+        out = set()
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            nxt = self._next.get((tp.topic, tp.partition))
+            if high is not None and nxt is not None and nxt >= high:
+                out.add((tp.topic, tp.partition))
+        return out
+
     def _update_lag(self) -> None:
         """Lag from the high watermarks the last fetches carried (no extra request)."""
         for tp in self._consumer.assignment():

@@ -323,6 +323,13 @@ class MemoryConsumer:
         """Always 0: a member joins within its poll, under the bus's lock."""
         return 0.0
 
+    def caught_up(self) -> set[TopicPartition]:
+        """The owned partitions whose every record this member has read."""
+        with self._bus._cond:
+            logs = self._bus._logs
+            return {tp for tp, pos in self.positions.items()
+                    if tp[0] in logs and pos >= logs[tp[0]][tp[1]].end}
+
     def _check_usable(self, what: str) -> None:
         if self._closed:
             raise BusError(f"group {self.group!r} member on {list(self.topics)}: "

@@ -18,8 +18,9 @@ only once the time every partition has reached (the newest frame read from
 each) is ``catch_up_s`` past the last step, and it analyses that time, not
 the newest frame's: the partitions of a backlog are read unevenly, and at the
 newest time the devices of those read later would look silent. A partition
-more than ``max_skew_s`` behind the newest frame is not waited for, nor one
-the member no longer owns. So the RCA analyses less often and catches up,
+read to its end is not waited for (its devices have sent nothing newer: a
+collector that stopped), nor one more than ``max_skew_s`` behind the newest
+frame, nor one the member no longer owns. So the RCA analyses less often and catches up,
 instead of falling further behind with a step every ``step_s`` of old
 telemetry. On a live stream a step runs after the last poll of a tick and
 sees every device's latest frame. Deferred steps are counted,
@@ -120,6 +121,7 @@ class RcaService:
         self._out = topic_name(Topic.DIAGNOSES, config.prefix)
         self._last_step_ns = -1
         self._partition_ts: dict[tuple[str, int], int] = {}  # newest frame time read from each
+        self._read_to_end: set[tuple[str, int]] = set()  # partitions with nothing more to read
         self._published: dict[str, tuple[str, str, int, float]] = {}  # root, type, time, confidence
         self.dead_letters = DeadLetterBox(bus, config.group, prefix=config.prefix, registry=reg)
         self._consumer = GroupConsumer(bus, self._topics, config.group, self.process,
@@ -127,7 +129,7 @@ class RcaService:
                                        config=ConsumerLoopConfig(max_records=config.max_records),
                                        dead_letters=self.dead_letters, liveness=liveness,
                                        idle=self.idle, assigned=self.assigned,
-                                       registry=reg)
+                                       caught_up=self.caught_up, registry=reg)
         self.diagnoses: list[Diagnosis] = []
 
     def start(self) -> None:
@@ -172,9 +174,15 @@ class RcaService:
 
     def _watermark(self, newest: int) -> int:
         """The newest frame time every partition read from within ``max_skew_s`` of
-        ``newest`` has reached."""
+        ``newest``, and not read to its end, has reached."""
         floor = newest - self.config.max_skew_s * 1e9
-        return min((ts for ts in self._partition_ts.values() if ts >= floor), default=newest)
+        return min((ts for where, ts in self._partition_ts.items()
+                    if ts >= floor and where not in self._read_to_end), default=newest)
+
+    def caught_up(self, done: set[tuple[str, int]]) -> None:
+        """After a poll: the partitions read to their end, which a step behind the
+        stream does not wait for."""
+        self._read_to_end = done
 
     def assigned(self, owned: set[tuple[str, int]]) -> None:
         """The partitions this member owns changed: those it gave up no longer hold

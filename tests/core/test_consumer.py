@@ -217,6 +217,9 @@ class _Stuck:
     def joining_s(self) -> float:
         return self.waited_s
 
+    def caught_up(self) -> set[tuple[str, int]]:
+        return set()
+
     def close(self) -> None:
         self.closed = True
 

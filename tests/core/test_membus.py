@@ -58,6 +58,23 @@ def test_partition_of_a_key_is_stable() -> None:
     assert len({partition_for_key(f"dev-{i}".encode(), 8) for i in range(100)}) == 8
 
 
+def test_a_member_knows_which_partitions_it_has_read_to_their_end() -> None:
+    bus = make(partitions=2)
+    keys = {partition_for_key(f"dev-{i}".encode(), 2): f"dev-{i}".encode() for i in range(20)}
+    bus.publish(TOPIC, keys[0], [b"a", b"b", b"c"])
+    bus.publish(TOPIC, keys[1], [b"d"])
+    member = bus.subscribe([TOPIC], "g")
+    assert member.caught_up() == set(), "nothing read yet"
+    got = member.poll(0.0, max_records=2)
+    read = Counter(m.partition for m in got)
+    assert member.caught_up() == {(TOPIC, p) for p, n in ((0, 3), (1, 1)) if read[p] == n}
+    drain(member)
+    assert member.caught_up() == {(TOPIC, 0), (TOPIC, 1)}
+    bus.publish(TOPIC, keys[1], [b"e"])
+    assert member.caught_up() == {(TOPIC, 0)}, "a record published since is still to read"
+    bus.stop()
+
+
 def test_members_of_a_group_share_the_partitions() -> None:
     bus = make(partitions=6)
     a = bus.subscribe([TOPIC], "workers")

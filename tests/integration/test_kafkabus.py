@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from prometheus_client import CollectorRegistry
 
-from fabricops.core.bus import BusError, Topic, topic_name
+from fabricops.core.bus import BusError, Message, Topic, topic_name
 from fabricops.core.busio import BusFrameSink, frames_from_messages
 from fabricops.core.frame import Frame
 from fabricops.core.kafkabus import KafkaBus
@@ -238,3 +238,28 @@ def test_a_held_commit_stops_at_the_hold_on_the_broker(
     finally:
         probe.close()
         member.close()
+
+
+def test_a_member_knows_which_partitions_it_has_read_to_their_end(
+    kafka_bus: KafkaBus, prefix: str
+) -> None:
+    """From the high watermark the broker's fetch answers carry: a partition with
+    records still to read is not read to its end."""
+    topic = topic_name(Topic.TELEMETRY, prefix)
+    member = kafka_bus.subscribe([topic], f"{prefix}ends")
+    poll_until([member], lambda _: bool(member.assignment()), 60)
+    BusFrameSink(kafka_bus, prefix).publish_frames([frame("leaf-0-0", s) for s in range(6)])
+    kafka_bus.drain(20)
+    got: list[Message] = []
+    deadline = time.monotonic() + 30
+    while not got and time.monotonic() < deadline:
+        got = member.poll(0.5, max_records=2)
+    part = (got[0].topic, got[0].partition)  # one device: one partition
+    assert len(got) < 6
+    assert part not in member.caught_up(), "records of it are still to be read"
+    while len(got) < 6 and time.monotonic() < deadline:
+        got += member.poll(0.5, max_records=2)
+    assert len(got) == 6
+    assert part in member.caught_up()
+    assert member.caught_up() <= member.assignment()
+    member.close()

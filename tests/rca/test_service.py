@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import NamedTuple
@@ -13,7 +14,8 @@ import pytest
 
 from fabricops.core.bus import Consumer, Topic, record_headers, topic_name
 from fabricops.core.busio import BusFrameSink
-from fabricops.core.membus import MemoryBus
+from fabricops.core.frame import Frame
+from fabricops.core.membus import MemoryBus, MemoryBusConfig, partition_for_key
 from fabricops.core.records import Diagnosis
 from fabricops.rca.detect import STOPPED
 from fabricops.rca.engine import StepResult
@@ -83,17 +85,19 @@ def test_a_diagnosis_that_firms_up_is_revised_at_once() -> None:
     bus.stop()
 
 
-def _backlog(seconds: int) -> tuple[MemoryBus, Simulator, list[int]]:
+def _backlog(seconds: int, quiet: Callable[[int, Frame], bool] | None = None
+             ) -> tuple[MemoryBus, Simulator, list[int]]:
     """A bus holding ``seconds`` of a 36-device fabric's telemetry (36 frames a
-    second), and each second's telemetry time."""
+    second, less those ``quiet(second, frame)`` holds back), and each second's
+    telemetry time."""
     sim = busy_fat_tree()
     bus = MemoryBus()
     bus.start()
     sink = BusFrameSink(bus)
     times = []
-    for _ in range(seconds):
+    for second in range(seconds):
         sim.step()
-        sink.publish_frames(sim.frames())
+        sink.publish_frames([f for f in sim.frames() if quiet is None or not quiet(second, f)])
         times.append(sim.ts_ns)
     return bus, sim, times
 
@@ -119,6 +123,7 @@ def _drain(service: RcaService, consumer: Consumer, per_poll: int) -> list[_Step
 
     service.engine.step = counted  # type: ignore[method-assign]
     while batch := consumer.poll(0.0, per_poll):
+        service.caught_up(consumer.caught_up())
         service.process(batch)
     service.idle()
     service.engine.step = step  # type: ignore[method-assign]
@@ -209,6 +214,26 @@ def test_running_it_analyses_a_backlog_that_ends_on_a_full_poll() -> None:
     bus.stop()
 
 
+def test_behind_a_partition_whose_devices_stopped_does_not_hold_the_analysis_back() -> None:
+    """The devices of one partition stop after 5 s of a 40 s backlog (their
+    collector died): once that partition is read to its end it is not waited
+    for, so steps go on every ``catch_up_s`` instead of only at the backlog's
+    end (it was less than ``max_skew_s`` behind)."""
+    parts = MemoryBusConfig().partitions  # frames are keyed by device
+    stopped = partition_for_key(b"leaf-0-0", parts)
+
+    def quiet(second: int, frame: Frame) -> bool:
+        return second >= 5 and partition_for_key(frame.device.encode(), parts) == stopped
+
+    bus, sim, times = _backlog(40, quiet)
+    steps = _drain(*_rca(bus, sim, catch_up_s=10.0), per_poll=10)
+    analysed = [s.now for s in steps]
+    assert len(steps) >= 4, f"{len(steps)} steps in 40 s of telemetry"
+    assert (np.diff(analysed) <= 11e9).all(), "never more than catch_up_s between steps"
+    assert analysed[-1] == times[-1]
+    bus.stop()
+
+
 def test_a_partition_given_up_no_longer_holds_the_analysis_back() -> None:
     """Behind, a step analyses what every partition has reached; after a
     rebalance the partitions the member gave up no longer count."""
@@ -219,4 +244,9 @@ def test_a_partition_given_up_no_longer_holds_the_analysis_back() -> None:
     assert service._watermark(times[2]) == times[0]
     service.assigned({(topic, 1)})
     assert service._watermark(times[2]) == times[2]
+    service._partition_ts.update({(topic, 0): times[0]})
+    service.caught_up({(topic, 0)})
+    assert service._watermark(times[2]) == times[2], "read to its end: not waited for"
+    service.caught_up(set())
+    assert service._watermark(times[2]) == times[0]
     bus.stop()
