@@ -126,6 +126,25 @@ def test_a_handler_holding_records_keeps_them_uncommitted_until_it_drains() -> N
     assert bus.committed("g", TOPIC)[partition] == 3, "then committed everything"
 
 
+def test_the_handler_hears_before_each_batch_which_partitions_are_read_to_their_end(
+        ) -> None:
+    """Polls of 2 from 5 records of one key: the handler sees the partition read to
+    its end only with the batch that holds its last record."""
+    bus = _bus()
+    bus.publish(TOPIC, b"k", [b"1", b"2", b"3", b"4", b"5"])
+    ends: list[set[tuple[str, int]]] = []
+    seen: list[tuple[int, bool]] = []
+
+    def handle(batch: list[Message]) -> None:
+        seen.extend((int(m.value), (m.topic, m.partition) in ends[-1]) for m in batch)
+
+    loop = _loop(bus, handle, caught_up=ends.append,
+                 config=FAST.model_copy(update={"max_records": 2}))
+    _run_until(loop, lambda: len(seen) == 5)
+    assert seen == [(1, False), (2, False), (3, False), (4, False), (5, True)]
+    bus.stop()
+
+
 def test_a_transient_failure_retries_the_same_batch_and_sets_nothing_aside() -> None:
     bus = _bus()
     bus.publish(TOPIC, b"k", [b"a", b"b"])
