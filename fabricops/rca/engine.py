@@ -128,6 +128,12 @@ class RcaEngine:
         self._uplinks = np.bincount(self.index.port_node[self.signals.uplink],
                                     minlength=self.index.n_nodes).astype(float)
 
+    @property
+    def warming_up(self) -> bool:
+        """The next step only builds baselines (``warmup_steps`` after a start): it names
+        no symptom and scores nothing, so it is cheap."""
+        return self.steps < self.config.warmup_steps
+
     def ingest_frames(self, frames: Iterable[Frame]) -> None:
         self.view.ingest(frames)
 
@@ -147,7 +153,7 @@ class RcaEngine:
         symptoms, outage = set_aside_outage(
             detect(self.index, self.candidates, sig, stats, self.config.rules),
             len(self.index.switch_nodes), self.config.rules)
-        if self.steps < self.config.warmup_steps:
+        if self.warming_up:
             symptoms = []
         self.steps += 1
         x = root = best = None

@@ -20,13 +20,16 @@ the newest frame's: the partitions of a backlog are read unevenly, and at the
 newest time the devices of those read later would look silent. A partition
 read to its end is not waited for (its devices have sent nothing newer: a
 collector that stopped), nor one more than ``max_skew_s`` behind the newest
-frame, nor one the member no longer owns. So the RCA analyses less often and catches up,
-instead of falling further behind with a step every ``step_s`` of old
-telemetry. On a live stream a step runs after the last poll of a tick and
-sees every device's latest frame. Deferred steps are counted,
-``fabricops_rca_unanalysed_seconds`` shows the telemetry time not yet
-analysed, and a step late by more than two ``step_s`` is logged (once a
-minute at most).
+frame, nor one the member no longer owns. So the RCA analyses less often
+and catches up, instead of falling further behind with a step every
+``step_s`` of old telemetry. The engine's warm-up steps (after a start they
+only build baselines, and cost little) keep to every ``step_s`` of that
+time, so a restart into a backlog warms up on its first seconds, not on
+``warmup_steps`` times ``catch_up_s`` of it. On a live stream a step runs
+after the last poll of a tick and sees every device's latest frame.
+Deferred steps are counted, ``fabricops_rca_unanalysed_seconds`` shows the
+telemetry time not yet analysed, and a step late by more than two
+``step_s`` is logged (once a minute at most).
 """
 
 from __future__ import annotations
@@ -162,7 +165,8 @@ class RcaService:
         if len(messages) < self.config.max_records:
             return self._step(newest)
         mark = self._watermark(newest)  # behind: what every partition has reached
-        if mark - self._last_step_ns < self.config.catch_up_s * 1e9:
+        every = self.config.step_s if self.engine.warming_up else self.config.catch_up_s
+        if mark - self._last_step_ns < every * 1e9:
             self.m_deferred.inc()
             if waited >= 2 * self.config.step_s * 1e9:  # not just the rest of one tick
                 self._warn.warning(

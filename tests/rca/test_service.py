@@ -18,7 +18,7 @@ from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus, MemoryBusConfig, partition_for_key
 from fabricops.core.records import Diagnosis
 from fabricops.rca.detect import STOPPED
-from fabricops.rca.engine import StepResult
+from fabricops.rca.engine import RcaConfig, StepResult
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.builders import fat_tree
@@ -130,9 +130,12 @@ def _drain(service: RcaService, consumer: Consumer, per_poll: int) -> list[_Step
     return steps
 
 
-def _rca(bus: MemoryBus, sim: Simulator, **config: float) -> tuple[RcaService, Consumer]:
-    service = RcaService(RcaServiceConfig(max_records=10, **config), bus,
-                         sim.fabric.topology, None)
+def _rca(bus: MemoryBus, sim: Simulator, warmup_steps: int = 0, **config: float
+         ) -> tuple[RcaService, Consumer]:
+    """The service, polls of 10, and its member; no warm-up unless asked (each step then
+    analyses, and its cadence behind the stream is the catch-up's)."""
+    service = RcaService(RcaServiceConfig(max_records=10, engine=RcaConfig(
+        warmup_steps=warmup_steps), **config), bus, sim.fabric.topology, None)
     return service, bus.subscribe([topic_name(Topic.TELEMETRY), topic_name(Topic.INT)], "rca")
 
 
@@ -178,6 +181,25 @@ def test_with_catch_up_s_of_one_step_it_analyses_each_second_reached() -> None:
     few = _drain(*_rca(bus, sim, catch_up_s=10.0), per_poll=10)
     assert len(many) > 2 * len(few)
     assert (np.diff([s.now for s in many]) >= 1e9).all()
+    bus.stop()
+
+
+def test_a_restart_into_a_backlog_warms_up_on_its_first_seconds() -> None:
+    """Warm-up steps only build baselines and cost little: behind the stream they
+    still run every ``step_s`` of telemetry, so analysis starts after about
+    ``warmup_steps`` seconds of the backlog, not ``warmup_steps`` times
+    ``catch_up_s`` (100 s, more than this backlog)."""
+    bus, sim, times = _backlog(40)
+    service, consumer = _rca(bus, sim, warmup_steps=10, catch_up_s=10.0)
+    steps = _drain(service, consumer, per_poll=10)
+    analysed = np.array([s.now for s in steps])
+    assert len(steps) > 10, f"{len(steps)} steps: the warm-up never ended"
+    # every second reached by all partitions (here they advance two by two)
+    assert (np.diff(analysed[:10]) <= 2e9).all(), "warm-up steps a second or two apart"
+    assert analysed[9] - times[0] <= 20e9, "warmed up on the backlog's first seconds"
+    assert (np.diff(analysed[9:]) <= 11e9).all()
+    assert len(steps) <= 10 + 40 / 10 + 2, "then at the catch-up's pace"
+    assert analysed[-1] == times[-1]
     bus.stop()
 
 
