@@ -28,7 +28,7 @@ from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
-from fabricops.rca.detect import RuleConfig, Symptom, detect, set_aside_outage
+from fabricops.rca.detect import STOPPED, RuleConfig, Symptom, detect, set_aside_outage
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
 from fabricops.rca.features import FCOL, FEATURES, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.flow_paths import IntPaths
@@ -226,10 +226,17 @@ class RcaEngine:
         return ident, ts
 
     def _focus(self, symptoms: list[Symptom], x: F64) -> npt.NDArray[np.bool_]:
-        """Candidates worth scoring: on a node some symptom is on, or a link voted for."""
+        """Candidates worth scoring: on a node some symptom is on, or a link voted for.
+
+        A switch that stopped reporting brings only itself: its silence says nothing
+        of its links and NICs, and if it is down, the link-down symptoms of its peers
+        bring them (a hundred candidates a switch, when many fall silent at once).
+        """
         near = np.zeros(self.index.n_nodes, bool)
-        near[self._cand_nodes[[s.candidate for s in symptoms]].ravel()] = True
+        near[self._cand_nodes[[s.candidate for s in symptoms if s.rule != STOPPED]]
+             .ravel()] = True
         focus: npt.NDArray[np.bool_] = np.any(near[self._cand_nodes], axis=1)
+        focus[[s.candidate for s in symptoms if s.rule == STOPPED]] = True
         focus[: self.candidates.n_links] |= x[: self.candidates.n_links, VOTES] > 0
         return focus
 

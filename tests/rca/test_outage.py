@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+import numpy as np
 import pytest
 
 from fabricops.core.bus import Topic, topic_name
@@ -69,7 +70,47 @@ def test_one_switch_falling_silent_is_still_a_symptom_of_that_switch() -> None:
     assert late.outage_switches == 0
     stopped = [s for s in late.symptoms if s.rule == STOPPED]
     assert len(stopped) == 1, "one symptom for the switch, not one for each of its ports"
-    assert late.root_score is not None, "analysed: the candidates near it were scored"
+    assert late.root_score is not None, "analysed: the switch was scored"
+
+
+def _scored(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Rows the model is asked to score, per call, from now on."""
+    rows: list[int] = []
+    score = RcaModel.class_probs
+
+    def counted(self: RcaModel, x: np.ndarray) -> np.ndarray:
+        rows.append(len(x))
+        return score(self, x)
+
+    monkeypatch.setattr(RcaModel, "class_probs", counted)
+    return rows
+
+
+def test_a_silent_switch_whose_links_carry_on_brings_only_itself_to_scoring(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two switches' telemetry stops while they forward on: nothing around them
+    says they are down, so only they are scored, not the links and NICs around
+    them (a hundred candidates a switch on a large fabric)."""
+    rows = _scored(monkeypatch)
+    late = _run({"agg-0-0", "agg-1-0"})[-1]
+    assert len([s for s in late.symptoms if s.rule == STOPPED]) == 2
+    assert rows[-1] == 2, rows
+    assert not late.diagnoses
+
+
+def test_a_switch_that_goes_down_has_the_links_its_peers_see_down_scored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _scored(monkeypatch)
+    sim = busy_fat_tree()
+    sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
+    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
+    for _ in range(22):
+        sim.step()
+        engine.ingest_frames(sim.frames())
+        result = engine.step()
+    assert rows[-1] > 4, "its links (4 on a k=4 fat-tree switch) and what is around them"
+    assert result.diagnosis is not None
+    assert result.diagnosis.root == "agg-0-0"
 
 
 def test_the_service_says_so_once_and_shows_how_many_switches(
