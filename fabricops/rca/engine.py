@@ -3,7 +3,8 @@
 ``ingest_frames`` / ``ingest_int`` fold decoded telemetry into the view;
 ``step(now_ns)`` derives signals, runs the detection rules and, while any
 symptom is active, scores the candidates near a symptom (on a node a symptom
-is on, or on the INT path of a flow that saw loss) with the model and returns
+is on, or on the INT path of a flow that saw loss; a switch that stopped
+reporting only itself) with the model and returns
 one :class:`~fabricops.core.records.Diagnosis` per separate root that passes
 the confidence floor (see ``roots``: concurrent faults each get their own, and
 a flapping link is one diagnosis among others, not a blindfold). Missing
