@@ -7,10 +7,12 @@ frames are folded into two engines; after ``--before`` ticks the switches'
 frames are withheld for ``--outage`` ticks, then they come back for
 ``--after``. One engine sets such a mass silence aside (``RuleConfig``
 ``outage_share``, the default), the other analyses it as that many silent
-switches (``outage_share`` 1, as before). Printed per engine and phase: step
-CPU time (median, max; ``time.process_time``), symptoms, and diagnoses (the
-fabric has no fault: each names a switch that did not fail); then the ratio of
-the outage steps' CPU time.
+switches (``outage_share`` 1, as before). ``--silent N`` stops only N switches;
+``--down`` makes them go down (their links too) instead of only stopping
+their telemetry. Printed per engine and phase: step
+CPU time (median, max; ``time.process_time``), symptoms, and diagnoses
+(without ``--down`` the fabric has no fault: each names a switch that did not
+fail); then the ratio of the outage steps' CPU time.
 
     python bench/bench_rca_outage.py [--gpus 16384] [--outage 6]
     python bench/bench_rca_outage.py --gpus 100352 --leaf-radix 128 --spine-radix 256
@@ -29,6 +31,7 @@ from fabricops.core import heap
 from fabricops.rca.detect import RuleConfig
 from fabricops.rca.engine import RcaConfig, RcaEngine
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
+from fabricops.simulator.faults import FaultSpec, FaultType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -44,6 +47,9 @@ def main() -> None:
     ap.add_argument("--silent", type=int, default=None,
                     help="only this many switches stop (the first by name; a large incident "
                          "below the outage limit if fewer than a fifth), default all")
+    ap.add_argument("--down", action="store_true",
+                    help="the switches go down for the outage (a switch_down fault in the "
+                         "twin: their links go down too), not only their telemetry")
     args = ap.parse_args()
     sim = busy_rail(args)
     topo = sim.fabric.topology
@@ -53,8 +59,13 @@ def main() -> None:
                "analysed": RcaEngine(topo, model, RcaConfig(rules=RuleConfig(outage_share=1.0)))}
     every = sorted(n.id for n in topo.nodes if not n.is_host)
     switches = set(every[:args.silent])
+    what = "go down" if args.down else "stop reporting"
     print(f"rail-optimized {args.gpus:,} GPUs: {len(every):,} switches, {hosts:,} hosts; "
-          f"the telemetry of {len(switches):,} switches stops for {args.outage} s")
+          f"{len(switches):,} switches {what} for {args.outage} s")
+    if args.down:
+        for name in sorted(switches):
+            sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity=name,
+                                    start_s=float(args.before), duration_s=float(args.outage)))
     heap.settle()
     phases = [("before", args.before), ("outage", args.outage), ("after", args.after)]
     seen: dict[tuple[str, str], list[tuple[float, int, int]]] = {}
@@ -62,7 +73,7 @@ def main() -> None:
         for _ in range(ticks):
             sim.step()
             frames = sim.frames()
-            if phase == "outage":
+            if phase == "outage" and not args.down:
                 frames = [f for f in frames if f.device not in switches]
             for name, engine in engines.items():
                 engine.ingest_frames(frames)

@@ -45,6 +45,10 @@ VOTES = FCOL["l_vote_share"]
 STEADY = 0.02  # root-score margin within which an incident keeps its root
 _OPTIC = CLASSES.index("optic_degradation")
 FAN_IN_ALPHA = 0.05  # per step, of a NIC's usual fan-in towards what it sees
+# Rules whose symptom can only be its own candidate's fault or, for a link, a fault of
+# what is at its ends (a switch, a NIC): they bring those to scoring, not the other links
+# of those nodes (a leaf going down would bring every link of every spine it was on).
+OWN_ENDS = frozenset({STOPPED, "oper_down", "carrier_transitions"})
 
 
 class RcaConfig(BaseModel):
@@ -120,6 +124,7 @@ class RcaEngine:
         self._fresh: dict[str, tuple[Diagnosis, int]] = {}  # incident -> latest, from evidence
         self.steps = 0
         self._cand_nodes = self.candidates.nodes(self.index)
+        self._link_ends = _link_ends(self.index, self.candidates)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
         self._fan_usual: F64 | None = None
         # the feature matrix steps fill (see StepResult), its pages touched now: the
@@ -229,15 +234,21 @@ class RcaEngine:
     def _focus(self, symptoms: list[Symptom], x: F64) -> npt.NDArray[np.bool_]:
         """Candidates worth scoring: on a node some symptom is on, or a link voted for.
 
-        A switch that stopped reporting brings only itself: its silence says nothing
-        of its links and NICs, and if it is down, the link-down symptoms of its peers
-        bring them (a hundred candidates a switch, when many fall silent at once).
+        A symptom of ``OWN_ENDS`` brings only its own candidate and, for a link, the
+        switches and NICs at its ends. A switch that stopped reporting: its silence
+        says nothing of its links and NICs, and if it is down, the link-down symptoms
+        of its peers bring them (a hundred candidates a switch, when many fall silent
+        at once). A link that is down or flaps: its root is the link or what is at an
+        end.
         """
         near = np.zeros(self.index.n_nodes, bool)
-        near[self._cand_nodes[[s.candidate for s in symptoms if s.rule != STOPPED]]
+        near[self._cand_nodes[[s.candidate for s in symptoms if s.rule not in OWN_ENDS]]
              .ravel()] = True
         focus: npt.NDArray[np.bool_] = np.any(near[self._cand_nodes], axis=1)
-        focus[[s.candidate for s in symptoms if s.rule == STOPPED]] = True
+        own = [s.candidate for s in symptoms if s.rule in OWN_ENDS]
+        focus[own] = True
+        ends = self._link_ends[[c for c in own if c < self.candidates.n_links]].ravel()
+        focus[ends[ends >= 0]] = True
         focus[: self.candidates.n_links] |= x[: self.candidates.n_links, VOTES] > 0
         return focus
 
@@ -364,6 +375,18 @@ def related(a: str, b: str) -> bool:
     """Two roots of one incident: they share a node (a NIC and its link, a switch and
     the links around it). An unrelated root is a new incident."""
     return bool(nodes_of(a) & nodes_of(b))
+
+
+def _link_ends(ix: PortIndex, cand: Candidates) -> npt.NDArray[np.int64]:
+    """links x 4: the switch candidate at each end of each link, and the NIC candidate of
+    each end port, -1 where there is none."""
+    switch = np.full(ix.n_nodes, -1, np.int64)
+    switch[ix.switch_nodes] = cand.n_links + np.arange(len(ix.switch_nodes))
+    nic = np.full(ix.n_ports, -1, np.int64)
+    nic[ix.nic_ports] = cand.n_links + cand.n_switches + np.arange(len(ix.nic_ports))
+    lp = ix.link_ports
+    return np.stack((switch[ix.port_node[lp[:, 0]]], switch[ix.port_node[lp[:, 1]]],
+                     nic[lp[:, 0]], nic[lp[:, 1]]), axis=1)
 
 
 def _missing(ix: PortIndex, sig: PortSignals) -> list[str]:

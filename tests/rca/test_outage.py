@@ -98,9 +98,21 @@ def test_a_silent_switch_whose_links_carry_on_brings_only_itself_to_scoring(
     assert not late.diagnoses
 
 
-def test_a_switch_that_goes_down_has_the_links_its_peers_see_down_scored(
+def test_a_switch_that_goes_down_has_its_links_and_their_ends_scored_not_beyond(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    rows = _scored(monkeypatch)
+    """Its peers see its links down: those links are scored, and the switches at
+    their ends, but not the other links of those switches (a leaf going down on a
+    large fabric would bring every link of every spine it was on)."""
+    focused: list[set[str]] = []
+    scores = RcaModel.scores
+
+    def seen(self: RcaModel, x: np.ndarray, kind: np.ndarray,
+             focus: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        assert focus is not None
+        focused.append({engine.candidates.names[i] for i in np.flatnonzero(focus)})
+        return scores(self, x, kind, focus)
+
+    monkeypatch.setattr(RcaModel, "scores", seen)
     sim = busy_fat_tree()
     sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
     engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
@@ -108,9 +120,11 @@ def test_a_switch_that_goes_down_has_the_links_its_peers_see_down_scored(
         sim.step()
         engine.ingest_frames(sim.frames())
         result = engine.step()
-    assert rows[-1] > 4, "its links (4 on a k=4 fat-tree switch) and what is around them"
+    links = {name for name in engine.candidates.names if "agg-0-0:" in name}
+    assert len(links) == 4
+    assert focused[-1] == links | {"agg-0-0", "leaf-0-0", "leaf-0-1", "core-0", "core-1"}
     assert result.diagnosis is not None
-    assert result.diagnosis.root == "agg-0-0"
+    assert (result.diagnosis.root, result.diagnosis.fault_type) == ("agg-0-0", "switch_down")
 
 
 def test_the_service_says_so_once_and_shows_how_many_switches(
