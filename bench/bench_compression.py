@@ -292,8 +292,7 @@ def main() -> None:
         shape, draws = Shape(points=args.noisy_points), Draws()
         blocks = noisy_blocks(args.seed, shape, args.window, draws)
         t = run(blocks, args.level, args.gorilla_sample, args.seed, args.merge)
-        bounds = gauge_bounds(np.array([CATALOGUE.id_of(m) for m in METRICS], np.uint16))
-        floor = noise_floor(draws, dict(zip(METRICS, bounds.tolist(), strict=True)))
+        floor = noise_floor(draws)
         assert floor.samples == t.samples
         series = shape.devices * shape.ports * len(METRICS)
         report("noisy", f"noisy_telemetry seed {args.seed}, {series:,} series x "

@@ -36,6 +36,9 @@ from noisy_telemetry import METRICS, Draws
 from numpy.typing import NDArray
 from scipy.stats import poisson
 
+from fabricops.core.catalogue import CATALOGUE
+from fabricops.pipeline.keyframe import gauge_bounds
+
 GAUSS_BITS: Final = float(np.log2(np.sqrt(2 * np.pi * np.e)))
 """Differential entropy of a standard normal, in bits: ``h(N(0, s)) = log2(s) + this``."""
 EXACT: Final = ("in_octets", "out_octets", "in_pkts", "out_pkts")
@@ -88,9 +91,11 @@ def _poisson(rate: NDArray[np.float64]) -> float:
     return float(_grid_bits()[below].sum())
 
 
-def noise_floor(draws: Draws, bounds: dict[str, float]) -> Floor:
+def noise_floor(draws: Draws) -> Floor:
     """The floor of the data ``noisy_blocks`` drew into ``draws``, with each gauge kept
-    within ``bounds[metric]``."""
+    within its ``gauge_bounds`` default (as the store keeps it)."""
+    ids = np.array([CATALOGUE.id_of(m) for m in METRICS], np.uint16)
+    bounds = dict(zip(METRICS, gauge_bounds(ids).tolist(), strict=True))
     bits = dict.fromkeys(EXACT + POISSON + tuple(BOUNDED), 0.0)
     samples = 0
     for noise in draws.devices:

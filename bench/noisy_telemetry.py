@@ -244,8 +244,8 @@ def _gauges(rng: np.random.Generator, u: F, shape: Shape, noise: dict[str, F]
     rx = rx_level + rng.normal(0, rx_sd, (p, n))
     tx = walk(rng.uniform(-2, 2, (p, 1)), 1e-4) + rng.normal(0, 0.01, (p, n))
     noise["rx_power_dbm"] = np.broadcast_to(rx_sd, (p, n))
-    noise["tx_power_dbm"] = np.full((p, n), 0.01)
-    noise["temperature_c"] = np.full((p, n), 0.05)
+    noise["tx_power_dbm"] = np.broadcast_to(0.01, (p, n))
+    noise["temperature_c"] = np.broadcast_to(0.05, (p, n))
     target = rng.uniform(30, 45, (p, 1)) + 15 * u
     alpha = 1 - np.exp(-shape.interval_s / 60.0)
     heat = np.empty((p, n))

@@ -28,6 +28,10 @@ from fabricops.rca.signals import PortSignals
 from fabricops.rca.view import PortIndex
 
 STOPPED: Final = "stopped_reporting"  # the rule of a switch that stopped reporting
+OWN_ENDS: Final = frozenset({STOPPED, "oper_down", "carrier_transitions"})
+"""Rules whose symptom can only be its own candidate's fault or, for a link, a fault of
+what is at its ends (a switch, a NIC): the RCA scores those, not the other links of
+those nodes (a leaf going down would bring every link of every spine it was on)."""
 
 
 class RuleConfig(BaseModel):
@@ -80,11 +84,7 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
     """Every symptom of this step."""
     c = cfg or RuleConfig()
     out: list[Symptom] = []
-    n_links = cand.n_links
-    sw_of_node = np.full(ix.n_nodes, -1, np.int64)
-    sw_of_node[ix.switch_nodes] = n_links + np.arange(len(ix.switch_nodes))
-    nic_of_port = np.full(ix.n_ports, -1, np.int64)
-    nic_of_port[ix.nic_ports] = n_links + len(ix.switch_nodes) + np.arange(len(ix.nic_ports))
+    sw_of_node, nic_of_port = cand.switch_of_node(ix), cand.nic_of_port(ix)
     link = ix.port_link
 
     def add(ports: np.ndarray, target: np.ndarray, rule: str, ftype: str, value: np.ndarray,

@@ -29,7 +29,7 @@ from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
-from fabricops.rca.detect import STOPPED, RuleConfig, Symptom, detect, set_aside_outage
+from fabricops.rca.detect import OWN_ENDS, RuleConfig, Symptom, detect, set_aside_outage
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
 from fabricops.rca.features import FCOL, FEATURES, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.flow_paths import IntPaths
@@ -45,10 +45,6 @@ VOTES = FCOL["l_vote_share"]
 STEADY = 0.02  # root-score margin within which an incident keeps its root
 _OPTIC = CLASSES.index("optic_degradation")
 FAN_IN_ALPHA = 0.05  # per step, of a NIC's usual fan-in towards what it sees
-# Rules whose symptom can only be its own candidate's fault or, for a link, a fault of
-# what is at its ends (a switch, a NIC): they bring those to scoring, not the other links
-# of those nodes (a leaf going down would bring every link of every spine it was on).
-OWN_ENDS = frozenset({STOPPED, "oper_down", "carrier_transitions"})
 
 
 class RcaConfig(BaseModel):
@@ -124,7 +120,7 @@ class RcaEngine:
         self._fresh: dict[str, tuple[Diagnosis, int]] = {}  # incident -> latest, from evidence
         self.steps = 0
         self._cand_nodes = self.candidates.nodes(self.index)
-        self._link_ends = _link_ends(self.index, self.candidates)
+        self._link_ends = self.candidates.link_ends(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
         self._fan_usual: F64 | None = None
         # the feature matrix steps fill (see StepResult), its pages touched now: the
@@ -375,18 +371,6 @@ def related(a: str, b: str) -> bool:
     """Two roots of one incident: they share a node (a NIC and its link, a switch and
     the links around it). An unrelated root is a new incident."""
     return bool(nodes_of(a) & nodes_of(b))
-
-
-def _link_ends(ix: PortIndex, cand: Candidates) -> npt.NDArray[np.int64]:
-    """links x 4: the switch candidate at each end of each link, and the NIC candidate of
-    each end port, -1 where there is none."""
-    switch = np.full(ix.n_nodes, -1, np.int64)
-    switch[ix.switch_nodes] = cand.n_links + np.arange(len(ix.switch_nodes))
-    nic = np.full(ix.n_ports, -1, np.int64)
-    nic[ix.nic_ports] = cand.n_links + cand.n_switches + np.arange(len(ix.nic_ports))
-    lp = ix.link_ports
-    return np.stack((switch[ix.port_node[lp[:, 0]]], switch[ix.port_node[lp[:, 1]]],
-                     nic[lp[:, 0]], nic[lp[:, 1]]), axis=1)
 
 
 def _missing(ix: PortIndex, sig: PortSignals) -> list[str]:

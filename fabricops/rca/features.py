@@ -120,6 +120,26 @@ class Candidates:
         out: I64 = np.stack((a, b), axis=1).astype(np.int64)
         return out
 
+    def switch_of_node(self, ix: PortIndex) -> I64:
+        """Per node: its switch candidate, -1 for a host."""
+        out = np.full(ix.n_nodes, -1, np.int64)
+        out[ix.switch_nodes] = self.n_links + np.arange(self.n_switches)
+        return out
+
+    def nic_of_port(self, ix: PortIndex) -> I64:
+        """Per port: its NIC candidate, -1 for a switch port."""
+        out = np.full(ix.n_ports, -1, np.int64)
+        out[ix.nic_ports] = self.n_links + self.n_switches + np.arange(len(ix.nic_ports))
+        return out
+
+    def link_ends(self, ix: PortIndex) -> I64:
+        """links x 4: the switch candidate at each end of each link, and the NIC candidate
+        of each end port, -1 where there is none."""
+        switch, nic = self.switch_of_node(ix), self.nic_of_port(ix)
+        lp = ix.link_ports
+        return np.stack((switch[ix.port_node[lp[:, 0]]], switch[ix.port_node[lp[:, 1]]],
+                         nic[lp[:, 0]], nic[lp[:, 1]]), axis=1)
+
 
 def pause_cycles(ix: PortIndex, sig: PortSignals, full: float = 0.9) -> B:
     """Per port: its egress channel is on a cycle of fully paused channels."""

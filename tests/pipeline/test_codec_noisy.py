@@ -3,9 +3,6 @@ data; counters exact through its wraps and resets; gauges within their bounds.""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -13,19 +10,12 @@ import pytest
 
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.pipeline.keyframe import decode_block, encode_block, gauge_bounds
-
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "noisy_telemetry.py"
+from tests.pipeline.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def noisy() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("noisy_telemetry", BENCH)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_bench("noisy_telemetry")
 
 
 def test_same_seed_same_data_other_seed_other_data(noisy: ModuleType) -> None:

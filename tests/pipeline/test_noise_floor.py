@@ -3,9 +3,6 @@ changing the data it bounds."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -13,25 +10,13 @@ import pytest
 import zstandard
 from scipy.stats import poisson
 
-from fabricops.core.catalogue import CATALOGUE
 from fabricops.pipeline.keyframe import encode_block, gauge_bounds
-
-BENCH = Path(__file__).resolve().parents[2] / "bench"
-
-
-def _load(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+from tests.pipeline.bench_modules import load_bench
 
 
 @pytest.fixture(scope="module")
 def bench() -> tuple[ModuleType, ModuleType]:
-    return _load("noisy_telemetry"), _load("noise_floor")
+    return load_bench("noisy_telemetry"), load_bench("noise_floor")
 
 
 def test_recording_the_draws_leaves_the_data_as_it_was(
@@ -68,9 +53,7 @@ def test_the_floor_is_below_every_codec_and_counts_only_stored_points(
     shape = noisy.Shape(devices=2, ports=8, points=600)
     draws = noisy.Draws()
     blocks = [b for _, b in noisy.noisy_blocks(5, shape, 600, draws)]
-    ids = np.array([CATALOGUE.id_of(m) for m in noisy.METRICS], np.uint16)
-    bounds = dict(zip(noisy.METRICS, gauge_bounds(ids).tolist(), strict=True))
-    floor = floor_of.noise_floor(draws, bounds)
+    floor = floor_of.noise_floor(draws)
     samples = sum(int(b.present.sum()) for b in blocks)
     assert floor.samples == samples
     kf = sum(len(encode_block(b, gauge_bounds(b.metric))) for b in blocks) / samples
@@ -82,6 +65,6 @@ def test_the_floor_is_below_every_codec_and_counts_only_stored_points(
     # no point stored, no bits counted
     for noise in draws.devices:
         noise["present"][:] = False
-    none = floor_of.noise_floor(draws, bounds)
+    none = floor_of.noise_floor(draws)
     assert none.samples == 0
     assert sum(none.bits.values()) == 0
