@@ -12,7 +12,9 @@ switches (``outage_share`` 1, as before). ``--silent N`` stops only N switches;
 their telemetry. Printed per engine and phase: step
 CPU time (median, max; ``time.process_time``), symptoms, and diagnoses
 (without ``--down`` the fabric has no fault: each names a switch that did not
-fail); then the ratio of the outage steps' CPU time.
+fail), how many of the switches were named ``switch_down`` and how many other
+roots (entity and type) were named; then the ratio of the outage steps' CPU
+time.
 
     python bench/bench_rca_outage.py [--gpus 16384] [--outage 6]
     python bench/bench_rca_outage.py --gpus 100352 --leaf-radix 128 --spine-radix 256
@@ -69,6 +71,8 @@ def main() -> None:
     heap.settle()
     phases = [("before", args.before), ("outage", args.outage), ("after", args.after)]
     seen: dict[tuple[str, str], list[tuple[float, int, int]]] = {}
+    named: dict[tuple[str, str], set[str]] = {}  # switches of the set named switch_down
+    other: dict[tuple[str, str], set[tuple[str, str]]] = {}  # every other root named
     for phase, ticks in phases:
         for _ in range(ticks):
             sim.step()
@@ -82,6 +86,11 @@ def main() -> None:
                 cpu = time.process_time() - t0
                 seen.setdefault((name, phase), []).append(
                     (cpu, len(result.symptoms), len(result.diagnoses)))
+                down = {d.root for d in result.diagnoses
+                        if d.fault_type == "switch_down" and d.root in switches}
+                named.setdefault((name, phase), set()).update(down)
+                other.setdefault((name, phase), set()).update(
+                    (d.root, d.fault_type) for d in result.diagnoses if d.root not in down)
     for name in engines:
         for phase, _ in phases:
             rows = seen[(name, phase)]
@@ -89,6 +98,8 @@ def main() -> None:
             print(f"{name:9s} {phase:6s}: step ms median {np.median(cpu):7.1f} max "
                   f"{cpu.max():7.1f}; symptoms up to {max(r[1] for r in rows):6,}; "
                   f"diagnoses {sum(r[2] for r in rows)}")
+            print(f"{'':17s} of the {len(switches):,}: {len(named[(name, phase)]):,} named "
+                  f"switch_down; {len(other[(name, phase)]):,} other roots named")
     out = {n: sum(r[0] for r in seen[(n, "outage")]) for n in engines}
     print(f"outage steps' CPU time, analysed / set aside: "
           f"{out['analysed'] / max(out['set aside'], 1e-9):.1f}x")

@@ -35,7 +35,7 @@ from fabricops.rca.features import FCOL, FEATURES, KIND_NAMES, Candidates, PathS
 from fabricops.rca.flow_paths import IntPaths
 from fabricops.rca.hold import QUIET, candidate_activity, held
 from fabricops.rca.model import CLASSES, RcaModel
-from fabricops.rca.roots import RootGroup, alternatives, pick_roots
+from fabricops.rca.roots import RootGroup, alternatives, pick_roots, supported
 from fabricops.rca.signals import PortSignals, Signals
 from fabricops.rca.view import FabricView, PortIndex
 
@@ -44,6 +44,7 @@ B = npt.NDArray[np.bool_]
 VOTES = FCOL["l_vote_share"]
 STEADY = 0.02  # root-score margin within which an incident keeps its root
 _OPTIC = CLASSES.index("optic_degradation")
+_SWITCH_DOWN = CLASSES.index("switch_down")
 FAN_IN_ALPHA = 0.05  # per step, of a NIC's usual fan-in towards what it sees
 
 
@@ -65,6 +66,10 @@ class RcaConfig(BaseModel):
     int_keep_s: float = Field(default=30.0, gt=0, description="How long an INT path counts")
     top_k: int = Field(default=5, ge=1, le=50, description="Ranked alternatives kept")
     max_roots: int = Field(default=4, ge=1, le=32, description="Separate roots per step")
+    sure_roots: int = Field(default=128, ge=0, le=4096, description="Further roots per step "
+                            "past max_roots, each with a symptom of its own that points at "
+                            "its fault type and a root score of echo_floor or more: a mass "
+                            "failure is named whole, not max_roots a step")
     echo_floor: float = Field(default=0.99, ge=0, le=1, description="Root score a candidate "
                               "needs to be a further root without a symptom of its own that "
                               "points at its fault type")
@@ -252,12 +257,18 @@ class RcaEngine:
                   best: npt.NDArray[np.int64],
                   flows: list[tuple[int, int, tuple[int, ...]]]) -> tuple[Diagnosis, ...]:
         cfg = self.config
-        missing = _missing(self.index, sig)
-        scale = 1.0 - min(0.5, cfg.missing_penalty * len(missing))
         root = self._plausible(root, best, sig)
-        groups = pick_roots(root, self._cand_nodes, supported(symptoms, best),
-                            floor=cfg.min_confidence / scale, echo_floor=cfg.echo_floor,
-                            max_roots=cfg.max_roots, kind=self.candidates.kind, fault=best)
+        sure = supported(symptoms, best)
+        # a switch surely down is silent because it is down: its silence is the evidence
+        # of its diagnosis, not a blind spot lowering every diagnosis's confidence
+        down = {self.candidates.names[i] for i in sure
+                if best[i] == _SWITCH_DOWN and root[i] >= cfg.echo_floor}
+        missing = [m for m in _missing(self.index, sig) if not nodes_of(m) & down]
+        scale = 1.0 - min(0.5, cfg.missing_penalty * len(missing))
+        groups = pick_roots(root, self._cand_nodes, sure, floor=cfg.min_confidence / scale,
+                            echo_floor=cfg.echo_floor, max_roots=cfg.max_roots,
+                            kind=self.candidates.kind, fault=best, sure_roots=cfg.sure_roots,
+                            open_roots=self._open_switch_downs())
         taken = {g.root for g in groups}
         out: list[Diagnosis] = []
         used: set[str] = set()
@@ -272,6 +283,16 @@ class RcaEngine:
             used.add(d.id)
             out.append(d)
         return tuple(out)
+
+    def _open_switch_downs(self) -> list[RootGroup]:
+        """The open ``switch_down`` incidents, as groups that absorb echoes."""
+        out = []
+        for _, name, _, ftype in self._incidents.values():
+            i = self._name_index.get(name)
+            if ftype == "switch_down" and i is not None:
+                out.append(RootGroup(i, {int(n) for n in self._cand_nodes[i]},
+                                     int(self.candidates.kind[i]), _SWITCH_DOWN))
+        return out
 
     def _usual_fan_in(self, fan_in: F64) -> F64:
         """Per NIC: the fan-in it usually has (its collective's peers, steady background),
@@ -344,22 +365,6 @@ def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B
     silent = ix.port_node[sig.missing | sig.node_missing]
     out: B = np.bincount(np.concatenate((shaky, silent)), minlength=ix.n_nodes) > 0
     return out
-
-
-def supported(symptoms: list[Symptom], best: npt.NDArray[np.int64]) -> set[int]:
-    """Candidates with a symptom of their own that points at the type the model gives
-    them (a slow host's NICs pause: the pausing rule supports a slow receiver)."""
-    out = set()
-    for s in symptoms:
-        ftype = CLASSES[int(best[s.candidate])]
-        if s.fault_type == ftype or (ftype, s.fault_type) in _ALSO:
-            out.add(s.candidate)
-    return out
-
-
-_ALSO = {("slow_receiver", "pfc_storm"), ("link_down", "link_flap"), ("link_flap", "link_down"),
-         ("optic_degradation", "gray_loss"), ("gray_loss", "optic_degradation"),
-         ("nic_down", "link_down")}
 
 
 def nodes_of(entity: str) -> set[str]:

@@ -15,6 +15,7 @@ from fabricops.core.frame import Frame
 from fabricops.core.records import Diagnosis
 from fabricops.evaluation.replay import ReplayResult, replay
 from fabricops.evaluation.scenarios import TOPOLOGIES, LabelledScenario, topology_of
+from fabricops.rca.detect import STOPPED
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 
 LEAF_SPINE = 0  # leaf-spine, 128 GPUs, 16 hosts of 8 NICs
@@ -128,13 +129,18 @@ def test_an_incast_is_named_as_soon_as_its_queue_stands_not_once_it_has_lasted(
     assert final(r).fault_type == "incast"
 
 
-def test_a_switch_that_stops_reporting_is_named_and_marked_missing(model: RcaModel) -> None:
+def test_a_switch_that_stops_reporting_is_named_with_its_silence_as_evidence(
+        model: RcaModel) -> None:
+    """Its silence is what shows it down: evidence of the diagnosis, not a blind spot
+    that lowers its confidence (as the silence of an unrelated device does, below)."""
     r = replay(scenario([{"type": "switch_down", "entity": "spine-1", "start_s": ONSET}]),
                model)
     d = final(r)
     assert (d.root, d.fault_type) == ("spine-1", "switch_down")
-    assert "spine-1" in d.missing
-    assert any(e.signal == "missing" and e.entity == "spine-1" for e in d.evidence)
+    assert any(e.signal == STOPPED and e.entity == "spine-1" for e in d.evidence)
+    assert "spine-1" not in d.missing
+    assert not any(e.signal == "missing" and e.entity == "spine-1" for e in d.evidence)
+    assert d.confidence >= 0.95
 
 
 def test_a_gap_in_an_unrelated_device_lowers_confidence_and_is_named(model: RcaModel) -> None:
