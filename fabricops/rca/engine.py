@@ -29,18 +29,24 @@ from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
-from fabricops.rca.detect import OWN_ENDS, RuleConfig, Symptom, detect, set_aside_outage
+from fabricops.rca.detect import (
+    OWN_ENDS,
+    STOPPED,
+    RuleConfig,
+    Symptom,
+    detect,
+    set_aside_outage,
+)
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
 from fabricops.rca.features import FCOL, FEATURES, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.flow_paths import IntPaths
 from fabricops.rca.hold import QUIET, candidate_activity, held
 from fabricops.rca.model import CLASSES, RcaModel
 from fabricops.rca.roots import RootGroup, alternatives, pick_roots, supported
-from fabricops.rca.signals import PortSignals, Signals
+from fabricops.rca.signals import PortSignals, Signals, unstable_nodes
 from fabricops.rca.view import FabricView, PortIndex
 
 F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 VOTES = FCOL["l_vote_share"]
 STEADY = 0.02  # root-score margin within which an incident keeps its root
 _OPTIC = CLASSES.index("optic_degradation")
@@ -240,17 +246,27 @@ class RcaEngine:
         says nothing of its links and NICs, and if it is down, the link-down symptoms
         of its peers bring them (a hundred candidates a switch, when many fall silent
         at once). A link that is down or flaps: its root is the link or what is at an
-        end.
+        end, unless that end is a switch that stopped reporting or has an open
+        ``switch_down`` incident: then the link's state is that switch's (down, or
+        booting again), and only the switch is scored (12,800 links when 100
+        switches of a 100k-GPU fabric go down).
         """
+        n_links = self.candidates.n_links
         near = np.zeros(self.index.n_nodes, bool)
         near[self._cand_nodes[[s.candidate for s in symptoms if s.rule not in OWN_ENDS]]
              .ravel()] = True
         focus: npt.NDArray[np.bool_] = np.any(near[self._cand_nodes], axis=1)
-        own = [s.candidate for s in symptoms if s.rule in OWN_ENDS]
-        focus[own] = True
-        ends = self._link_ends[[c for c in own if c < self.candidates.n_links]].ravel()
+        own = np.array([s.candidate for s in symptoms if s.rule in OWN_ENDS], np.int64)
+        gone = np.zeros(len(focus) + 1, bool)  # the last is False: no switch (-1) at an end
+        gone[[s.candidate for s in symptoms if s.rule == STOPPED]] = True
+        gone[[g.root for g in self._open_switch_downs()]] = True
+        links = own[own < n_links]
+        links = links[~gone[self._link_ends[links, :2]].any(axis=1)]
+        focus[own[own >= n_links]] = True
+        focus[links] = True
+        ends = self._link_ends[links].ravel()
         focus[ends[ends >= 0]] = True
-        focus[: self.candidates.n_links] |= x[: self.candidates.n_links, VOTES] > 0
+        focus[:n_links] |= x[:n_links, VOTES] > 0
         return focus
 
     def _diagnose(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
@@ -353,18 +369,6 @@ class RcaEngine:
             model_version=self.model.version if self.model else "")
         self._fresh[ident] = (d, ts)
         return d
-
-
-def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B:
-    """Per node: flows moving there, or along a path through there, are no sign of a
-    hash fault. The ends of a link that is down or changing state, and a node with a
-    silent port: ECMP groups that lose or regain a member re-hash their flows."""
-    shaky_port = sig.oper_down | (sig.flaps > flapping)
-    peer = ix.peer[shaky_port]
-    shaky = ix.port_node[np.concatenate((np.flatnonzero(shaky_port), peer[peer >= 0]))]
-    silent = ix.port_node[sig.missing | sig.node_missing]
-    out: B = np.bincount(np.concatenate((shaky, silent)), minlength=ix.n_nodes) > 0
-    return out
 
 
 def nodes_of(entity: str) -> set[str]:

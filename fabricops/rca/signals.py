@@ -157,3 +157,15 @@ class Signals:
         base[calm] += self.alpha * excess[calm]
         out: F64 = _nz(excess)
         return out
+
+
+def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B:
+    """Per node: flows moving there, or along a path through there, are no sign of a
+    hash fault. The ends of a link that is down or changing state, and a node with a
+    silent port: ECMP groups that lose or regain a member re-hash their flows."""
+    shaky_port = sig.oper_down | (sig.flaps > flapping)
+    peer = ix.peer[shaky_port]
+    shaky = ix.port_node[np.concatenate((np.flatnonzero(shaky_port), peer[peer >= 0]))]
+    silent = ix.port_node[sig.missing | sig.node_missing]
+    out: B = np.bincount(np.concatenate((shaky, silent)), minlength=ix.n_nodes) > 0
+    return out

@@ -5,6 +5,7 @@ and their links flapping as they boot again are not new faults."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from fabricops.core.records import Diagnosis
 from fabricops.rca.engine import RcaConfig, RcaEngine, nodes_of
@@ -85,3 +86,22 @@ def test_the_links_of_switches_back_up_are_not_new_faults() -> None:
     echoes = [(d.root, d.fault_type) for d in after
               if "~" in d.root and nodes_of(d.root) & set(PLANE)]
     assert not echoes, echoes
+
+
+def test_once_their_silence_shows_only_the_switches_are_scored_not_their_links(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Their peers see every link of theirs down (12,800 links for 100 switches of a
+    100k-GPU fabric), but a link at a switch that stopped reporting, or back from
+    switch_down, is in that switch's state: the model is asked about the switches."""
+    rows: list[int] = []
+    probs = RcaModel.class_probs
+
+    def counted(self: RcaModel, x: np.ndarray) -> np.ndarray:
+        rows.append(len(x))
+        return probs(self, x)
+
+    monkeypatch.setattr(RcaModel, "class_probs", counted)
+    _plane_down(30)
+    assert rows[0] > 100, "before their silence shows, their links are scored"
+    assert rows[-1] == len(PLANE), rows
+    assert len(rows) < 15, "after they are back, their links' flaps are not scored"

@@ -102,7 +102,8 @@ def test_a_switch_that_goes_down_has_its_links_and_their_ends_scored_not_beyond(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Its peers see its links down: those links are scored, and the switches at
     their ends, but not the other links of those switches (a leaf going down on a
-    large fabric would bring every link of every spine it was on)."""
+    large fabric would bring every link of every spine it was on). Once its own
+    silence shows, it alone is scored: its links are down because it is."""
     focused: list[set[str]] = []
     scores = RcaModel.scores
 
@@ -122,7 +123,8 @@ def test_a_switch_that_goes_down_has_its_links_and_their_ends_scored_not_beyond(
         result = engine.step()
     links = {name for name in engine.candidates.names if "agg-0-0:" in name}
     assert len(links) == 4
-    assert focused[-1] == links | {"agg-0-0", "leaf-0-0", "leaf-0-1", "core-0", "core-1"}
+    assert focused[0] == links | {"agg-0-0", "leaf-0-0", "leaf-0-1", "core-0", "core-1"}
+    assert focused[-1] == {"agg-0-0"}
     assert result.diagnosis is not None
     assert (result.diagnosis.root, result.diagnosis.fault_type) == ("agg-0-0", "switch_down")
 

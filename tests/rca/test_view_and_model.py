@@ -209,8 +209,7 @@ def test_only_candidates_in_focus_are_scored() -> None:
 def test_moves_are_excused_only_around_a_link_that_changes_state() -> None:
     """A flapping link re-hashes the groups around it, not the whole fabric: flows that
     move elsewhere still count (so a hash fault is still seen while a link flaps)."""
-    from fabricops.rca.engine import unstable_nodes
-    from fabricops.rca.signals import Signals
+    from fabricops.rca.signals import Signals, unstable_nodes
 
     ix = PortIndex(leaf_spine(gpus=64))
     values = np.full((ix.n_ports, len(COL)), np.nan)
