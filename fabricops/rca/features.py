@@ -250,9 +250,12 @@ def _switches(ix: PortIndex, sig: PortSignals, x: F64, cyc: B, paths: PathStats)
     sw = ix.switch_nodes
     has_peer = ix.peer >= 0
     peer = np.maximum(ix.peer, 0)
-    # neighbours' ports that face this switch: down or gone quiet
-    facing_down = np.where(has_peer, sig.oper_down[peer].astype(float), 0.0)
-    n_ports = _per_node(ix, has_peer.astype(float), "sum")
+    # neighbours' ports that face this switch and still report: down or gone quiet (a
+    # silent neighbour says nothing; when a plane goes down, one switch's neighbours
+    # are the others, and only the live ones can tell)
+    heard = has_peer & ~(sig.missing | sig.node_missing)[peer]
+    facing_down = np.where(heard, sig.oper_down[peer].astype(float), 0.0)
+    n_ports = _per_node(ix, heard.astype(float), "sum")
     nbr_down = _per_node(ix, facing_down, "sum")
     lowq = np.where(sig.queue < 1e5, sig.ecn_ratio, 0.0)
     noecn = np.where((sig.ecn_ratio < 1e-4) & (sig.util_tx > 0.05), sig.queue / 1e6, 0.0)

@@ -15,6 +15,7 @@ from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultSpec, FaultType
 from fabricops.simulator.workload import JobSpec
+from tests.rca.twin import busy_fat_tree
 
 # one aggregation switch in each of six pods of a k=8 fat-tree (80 switches): more
 # than max_roots, fewer than a collection outage (16)
@@ -105,3 +106,23 @@ def test_once_their_silence_shows_only_the_switches_are_scored_not_their_links(
     assert rows[0] > 100, "before their silence shows, their links are scored"
     assert rows[-1] == len(PLANE), rows
     assert len(rows) < 15, "after they are back, their links' flaps are not scored"
+
+
+def test_a_switch_whose_silent_neighbours_cannot_tell_is_named_by_the_live_ones() -> None:
+    """Plane 0 of a k=4 fat-tree goes down: each pod's first aggregation switch and the
+    two cores above them. An aggregation switch's links to the cores are seen by
+    nobody (both ends silent), its links to the leaves are seen down by both: it is
+    down. The cores' neighbours are all silent: nothing tells them down from merely
+    silent, so they are named missing, not down."""
+    plane = {"agg-0-0", "agg-1-0", "agg-2-0", "agg-3-0", "core-0", "core-1"}
+    sim = busy_fat_tree()
+    for name in plane:
+        sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity=name, start_s=15.0))
+    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
+    for _ in range(21):
+        sim.step()
+        engine.ingest_frames(sim.frames())
+        diagnoses = engine.step().diagnoses
+    named = {d.root for d in diagnoses if d.fault_type == "switch_down"}
+    assert named == plane - {"core-0", "core-1"}, [(d.root, d.fault_type) for d in diagnoses]
+    assert all(set(d.missing) == {"core-0", "core-1"} for d in diagnoses)
