@@ -190,18 +190,23 @@ class RcaEngine:
 
     def _held(self, ts: int, sig: PortSignals, revised: set[str]) -> tuple[Diagnosis, ...]:
         """Open incidents not revised now whose root carries no traffic, republished
-        (see :mod:`fabricops.rca.hold`) for up to ``hold_s`` after their last evidence."""
+        (see :mod:`fabricops.rca.hold`) for up to ``hold_s`` after their last evidence;
+        not a ``switch_down`` whose switch reports again: it is back, idle or not."""
         hold_ns = self.config.hold_s * 1e9
         quiet = [k for k in self._fresh if k not in revised
                  and ts - self._fresh[k][1] <= hold_ns]
         if not quiet:
             return ()
         activity = candidate_activity(self.index, sig)
+        ix = self.index
+        back = np.bincount(ix.port_node[~sig.node_missing], minlength=ix.n_nodes) > 0
         out = []
         for ident in quiet:
             onset, name, _, ftype = self._incidents[ident]
             i = self._name_index.get(name)
-            if i is not None and activity[i] < QUIET:
+            if i is None or (ftype == "switch_down" and back[self._cand_nodes[i, 0]]):
+                continue
+            if activity[i] < QUIET:
                 self._incidents[ident] = (onset, name, ts, ftype)
                 latest, fresh_ns = self._fresh[ident]
                 out.append(held(latest, ts, fresh_ns))

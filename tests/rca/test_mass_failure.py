@@ -114,15 +114,36 @@ def test_a_switch_whose_silent_neighbours_cannot_tell_is_named_by_the_live_ones(
     nobody (both ends silent), its links to the leaves are seen down by both: it is
     down. The cores' neighbours are all silent: nothing tells them down from merely
     silent, so they are named missing, not down."""
-    plane = {"agg-0-0", "agg-1-0", "agg-2-0", "agg-3-0", "core-0", "core-1"}
+    steps = _k4_plane_down(21)
+    named = {d.root for d in steps[-1] if d.fault_type == "switch_down"}
+    assert named == K4_PLANE - {"core-0", "core-1"}, [(d.root, d.fault_type) for d in steps[-1]]
+    assert all(set(d.missing) == {"core-0", "core-1"} for d in steps[-1])
+
+
+def test_a_switch_back_up_is_not_held_down_while_it_idles() -> None:
+    """Back from switch_down and reporting again, a switch carries traffic only in the
+    job's collective phases: idle in between, it is still not named down again (an
+    incident is held while its root carries no traffic, not once it reports again)."""
+    steps = _k4_plane_down(32, back_at=23.0)
+    assert any(d.fault_type == "switch_down" for d in steps[21])
+    again = [(i, d.root) for i, step in enumerate(steps) if i >= 26 for d in step
+             if d.fault_type == "switch_down"]
+    assert not again, again
+
+
+K4_PLANE = {"agg-0-0", "agg-1-0", "agg-2-0", "agg-3-0", "core-0", "core-1"}
+
+
+def _k4_plane_down(seconds: int, back_at: float | None = None) -> list[tuple[Diagnosis, ...]]:
+    """Diagnoses of each step; plane 0 of the k=4 fat-tree goes down at 15 s."""
     sim = busy_fat_tree()
-    for name in plane:
-        sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity=name, start_s=15.0))
+    for name in K4_PLANE:
+        sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity=name, start_s=15.0,
+                                duration_s=None if back_at is None else back_at - 15.0))
     engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
-    for _ in range(21):
+    steps = []
+    for _ in range(seconds):
         sim.step()
         engine.ingest_frames(sim.frames())
-        diagnoses = engine.step().diagnoses
-    named = {d.root for d in diagnoses if d.fault_type == "switch_down"}
-    assert named == plane - {"core-0", "core-1"}, [(d.root, d.fault_type) for d in diagnoses]
-    assert all(set(d.missing) == {"core-0", "core-1"} for d in diagnoses)
+        steps.append(engine.step().diagnoses)
+    return steps
