@@ -4,6 +4,8 @@ and their links flapping as they boot again are not new faults."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.faults import FaultSpec, FaultType
 from fabricops.simulator.workload import JobSpec
-from tests.rca.twin import busy_fat_tree
+from tests.rca.twin import busy_fat_tree, scored_rows
 
 # one aggregation switch in each of six pods of a k=8 fat-tree (80 switches): more
 # than max_roots, fewer than a collection outage (16)
@@ -52,13 +54,13 @@ def test_an_open_roots_echoes_are_absorbed_but_it_is_not_its_own_echo() -> None:
     assert [g.root for g in picked] == [0, 7], "still down: named again"
 
 
-def _plane_down(seconds: int, config: RcaConfig | None = None) -> list[tuple[Diagnosis, ...]]:
-    """Diagnoses of each step; the plane goes down at 15 s for 8 s."""
-    sim = Simulator(fat_tree(k=8), SimConfig(seed=3))
-    sim.add_job(JobSpec(hosts=128, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
-    for name in PLANE:
+def _down(sim: Simulator, switches: Collection[str], seconds: int, back_at: float | None,
+          config: RcaConfig | None = None) -> list[tuple[Diagnosis, ...]]:
+    """Diagnoses of each step of ``sim``; ``switches`` go down at 15 s, until
+    ``back_at`` (None: for good)."""
+    for name in switches:
         sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity=name, start_s=15.0,
-                                duration_s=8.0))
+                                duration_s=None if back_at is None else back_at - 15.0))
     engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL), config)
     steps = []
     for _ in range(seconds):
@@ -66,6 +68,13 @@ def _plane_down(seconds: int, config: RcaConfig | None = None) -> list[tuple[Dia
         engine.ingest_frames(sim.frames())
         steps.append(engine.step().diagnoses)
     return steps
+
+
+def _plane_down(seconds: int, config: RcaConfig | None = None) -> list[tuple[Diagnosis, ...]]:
+    """The k=8 plane goes down at 15 s for 8 s."""
+    sim = Simulator(fat_tree(k=8), SimConfig(seed=3))
+    sim.add_job(JobSpec(hosts=128, placement="random", compute_s=0.3, comm_bytes_per_nic=30e9))
+    return _down(sim, PLANE, seconds, 23.0, config)
 
 
 def test_every_switch_of_a_plane_going_down_is_named_at_full_confidence() -> None:
@@ -94,14 +103,7 @@ def test_once_their_silence_shows_only_the_switches_are_scored_not_their_links(
     """Their peers see every link of theirs down (12,800 links for 100 switches of a
     100k-GPU fabric), but a link at a switch that stopped reporting, or back from
     switch_down, is in that switch's state: the model is asked about the switches."""
-    rows: list[int] = []
-    probs = RcaModel.class_probs
-
-    def counted(self: RcaModel, x: np.ndarray) -> np.ndarray:
-        rows.append(len(x))
-        return probs(self, x)
-
-    monkeypatch.setattr(RcaModel, "class_probs", counted)
+    rows = scored_rows(monkeypatch)
     _plane_down(30)
     assert rows[0] > 100, "before their silence shows, their links are scored"
     assert rows[-1] == len(PLANE), rows
@@ -135,15 +137,5 @@ K4_PLANE = {"agg-0-0", "agg-1-0", "agg-2-0", "agg-3-0", "core-0", "core-1"}
 
 
 def _k4_plane_down(seconds: int, back_at: float | None = None) -> list[tuple[Diagnosis, ...]]:
-    """Diagnoses of each step; plane 0 of the k=4 fat-tree goes down at 15 s."""
-    sim = busy_fat_tree()
-    for name in K4_PLANE:
-        sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity=name, start_s=15.0,
-                                duration_s=None if back_at is None else back_at - 15.0))
-    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
-    steps = []
-    for _ in range(seconds):
-        sim.step()
-        engine.ingest_frames(sim.frames())
-        steps.append(engine.step().diagnoses)
-    return steps
+    """Plane 0 of the k=4 fat-tree goes down at 15 s."""
+    return _down(busy_fat_tree(), K4_PLANE, seconds, back_at)

@@ -18,7 +18,7 @@ from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.faults import FaultSpec, FaultType
-from tests.rca.twin import busy_fat_tree
+from tests.rca.twin import busy_fat_tree, scored_rows
 
 
 def _silent(*candidates: int) -> list[Symptom]:
@@ -73,25 +73,12 @@ def test_one_switch_falling_silent_is_still_a_symptom_of_that_switch() -> None:
     assert late.root_score is not None, "analysed: the switch was scored"
 
 
-def _scored(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Rows the model is asked to score, per call, from now on."""
-    rows: list[int] = []
-    score = RcaModel.class_probs
-
-    def counted(self: RcaModel, x: np.ndarray) -> np.ndarray:
-        rows.append(len(x))
-        return score(self, x)
-
-    monkeypatch.setattr(RcaModel, "class_probs", counted)
-    return rows
-
-
 def test_a_silent_switch_whose_links_carry_on_brings_only_itself_to_scoring(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Two switches' telemetry stops while they forward on: nothing around them
     says they are down, so only they are scored, not the links and NICs around
     them (a hundred candidates a switch on a large fabric)."""
-    rows = _scored(monkeypatch)
+    rows = scored_rows(monkeypatch)
     late = _run({"agg-0-0", "agg-1-0"})[-1]
     assert len([s for s in late.symptoms if s.rule == STOPPED]) == 2
     assert rows[-1] == 2, rows
