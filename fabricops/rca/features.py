@@ -250,9 +250,9 @@ def _switches(ix: PortIndex, sig: PortSignals, x: F64, cyc: B, paths: PathStats)
     sw = ix.switch_nodes
     has_peer = ix.peer >= 0
     peer = np.maximum(ix.peer, 0)
-    # neighbours' ports that face this switch and still report: down or gone quiet (a
-    # silent neighbour says nothing; when a plane goes down, one switch's neighbours
-    # are the others, and only the live ones can tell)
+    # neighbours' ports that face this switch and still report, and which of them see
+    # the link down (a silent neighbour says nothing; when a plane goes down, one
+    # switch's neighbours are the others, and only the live ones can tell)
     heard = has_peer & ~(sig.missing | sig.node_missing)[peer]
     facing_down = np.where(heard, sig.oper_down[peer].astype(float), 0.0)
     n_ports = _per_node(ix, heard.astype(float), "sum")
