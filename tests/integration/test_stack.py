@@ -138,7 +138,8 @@ def test_diagnose_names_an_injected_fault(injected: Stack) -> None:
     seen: list[dict[str, Any]] = []
 
     def named() -> dict[str, Any] | None:
-        """The report once it names the fault at a confidence of 0.8 or more: on a
+        """The report once it names the fault at a confidence of 0.8 or more, with the
+        remedy proposed for it (remediation answers each published revision): on a
         starved machine some of the stack's devices report late for a while, and the
         RCA lowers its confidence for each one missing (by design) until they are
         back; the report then rises, as the RCA publishes a revision."""
@@ -146,13 +147,13 @@ def test_diagnose_names_an_injected_fault(injected: Stack) -> None:
         report: dict[str, Any] = json.loads(done.stdout)
         ours = [i for i in report["incidents"] if i["root"] == FAULTY_LINK]
         seen[:] = ours
-        return report if ours and ours[0]["confidence"] >= 0.8 and done.returncode == 1 \
-            else None
+        sure = ours and ours[0]["confidence"] >= 0.8 and ours[0]["actions"]
+        return report if sure and done.returncode == 1 else None
 
     # the stack runs in wall time: at load 4 on 2 cores naming took 24 s
     try:
         report = wait_for(named, 90.0, f"fabricops diagnose did not name {FAULTY_LINK} at "
-                          "a confidence of 0.8 or more")
+                          "a confidence of 0.8 or more with an action")
     except AssertionError as exc:
         raise AssertionError(f"{exc}; last seen: {seen}") from None
     print(f"named {time.monotonic() - injected.injected_at:.1f} s after the injection")
