@@ -4,7 +4,8 @@
 ``step(now_ns)`` derives signals, runs the detection rules and, while any
 symptom is active, scores the candidates near a symptom (on a node a symptom
 is on, or on the INT path of a flow that saw loss; a switch that stopped
-reporting only itself) with the model and returns
+reporting only itself; a link seen down at a switch that stopped reporting but
+forwards is named by a rule, see ``blind``) with the model and returns
 one :class:`~fabricops.core.records.Diagnosis` per separate root that passes
 the confidence floor (see ``roots``: concurrent faults each get their own, and
 a flapping link is one diagnosis among others, not a blindfold). Missing
@@ -29,6 +30,7 @@ from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
+from fabricops.rca.blind import name_blind_link_downs
 from fabricops.rca.detect import (
     OWN_ENDS,
     STOPPED,
@@ -43,7 +45,7 @@ from fabricops.rca.flow_paths import IntPaths
 from fabricops.rca.hold import QUIET, candidate_activity, held
 from fabricops.rca.model import CLASSES, RcaModel
 from fabricops.rca.roots import RootGroup, alternatives, pick_roots, supported
-from fabricops.rca.signals import PortSignals, Signals, unstable_nodes
+from fabricops.rca.signals import PortSignals, Signals, missing_entities, unstable_nodes
 from fabricops.rca.view import FabricView, PortIndex
 
 F64 = npt.NDArray[np.float64]
@@ -83,6 +85,10 @@ class RcaConfig(BaseModel):
         default=0.1, ge=0, description="A link is named for a degrading optic only once the "
         "receive power at one of its ends is this far below its baseline (readings wander "
         "by hundredths of a dB; draining a link for that would do harm)")
+    blind_link_score: float = Field(default=0.9, ge=0, le=1, description="Root score of "
+                                    "a link seen down from one end whose other end is a "
+                                    "switch that stopped reporting but forwards (see "
+                                    "fabricops.rca.blind); the missing penalty applies")
     missing_penalty: float = Field(default=0.1, ge=0, le=1,
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
@@ -183,6 +189,8 @@ class RcaEngine:
         if symptoms and self.model is not None and x is not None:
             focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
             root, best = self.model.scores(x, self.candidates.kind, focus)
+            name_blind_link_downs(symptoms, x, self._link_ends, root, best,
+                                  self.config.blind_link_score)
             diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
         diags += self._held(snap.ts_ns, sig, {d.id for d in diags})
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best,
@@ -284,7 +292,7 @@ class RcaEngine:
         # of its diagnosis, not a blind spot lowering every diagnosis's confidence
         down = {self.candidates.names[i] for i in sure
                 if best[i] == _SWITCH_DOWN and root[i] >= cfg.echo_floor}
-        missing = [m for m in _missing(self.index, sig) if not nodes_of(m) & down]
+        missing = [m for m in missing_entities(self.index, sig) if not nodes_of(m) & down]
         scale = 1.0 - min(0.5, cfg.missing_penalty * len(missing))
         groups = pick_roots(root, self._cand_nodes, sure, floor=cfg.min_confidence / scale,
                             echo_floor=cfg.echo_floor, max_roots=cfg.max_roots,
@@ -385,9 +393,3 @@ def related(a: str, b: str) -> bool:
     """Two roots of one incident: they share a node (a NIC and its link, a switch and
     the links around it). An unrelated root is a new incident."""
     return bool(nodes_of(a) & nodes_of(b))
-
-
-def _missing(ix: PortIndex, sig: PortSignals) -> list[str]:
-    nodes = np.unique(ix.port_node[sig.node_missing])
-    ports = np.flatnonzero(sig.missing)
-    return ([ix.node_ids[n] for n in nodes.tolist()] + [ix.port_ids[p] for p in ports.tolist()])

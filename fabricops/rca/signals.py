@@ -169,3 +169,11 @@ def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B
     silent = ix.port_node[sig.missing | sig.node_missing]
     out: B = np.bincount(np.concatenate((shaky, silent)), minlength=ix.n_nodes) > 0
     return out
+
+
+def missing_entities(ix: PortIndex, sig: PortSignals) -> list[str]:
+    """What stopped reporting: the nodes that did, then the ports that did on nodes that
+    still report (what a diagnosis names as ``missing``)."""
+    nodes = np.unique(ix.port_node[sig.node_missing])
+    ports = np.flatnonzero(sig.missing)
+    return ([ix.node_ids[n] for n in nodes.tolist()] + [ix.port_ids[p] for p in ports.tolist()])

@@ -1,0 +1,96 @@
+"""A switch that stops reporting but forwards on, with one of its links down: the link
+is named from the end that still reports, not taken for the switch's echo."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fabricops.rca.blind import LINK_DOWN, NBR_DOWN, blind_link_downs, name_blind_link_downs
+from fabricops.rca.detect import STOPPED, Symptom
+from fabricops.rca.engine import RcaEngine, StepResult
+from fabricops.rca.features import FEATURES
+from fabricops.rca.model import DEFAULT_MODEL, RcaModel
+from fabricops.simulator.faults import FaultSpec, FaultType
+from tests.rca.twin import busy_fat_tree
+
+
+def _run(blind: str, fault: FaultSpec | None, ticks: int = 24) -> list[StepResult]:
+    """Steps of an engine fed a fat-tree whose switch ``blind`` stops reporting at tick
+    12 and forwards on; ``fault`` starts at 15 s."""
+    sim = busy_fat_tree()
+    if fault is not None:
+        sim.add_fault(fault)
+    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
+    out = []
+    for tick in range(ticks):
+        sim.step()
+        frames = sim.frames()
+        engine.ingest_frames(f for f in frames if tick < 12 or f.device != blind)
+        out.append(engine.step())
+    return out
+
+
+@pytest.mark.parametrize(("blind", "link"), [
+    ("agg-0-0", "agg-0-0:eth1~leaf-0-0:eth3"),  # seen down by the leaf below
+    ("agg-0-0", "agg-0-0:eth3~core-0:eth1"),  # by the core above
+    ("leaf-0-0", "host-000:nic0~leaf-0-0:eth1"),  # by the host
+])
+def test_a_link_down_at_a_blind_switch_is_named_from_its_other_end(blind: str,
+                                                                    link: str) -> None:
+    steps = _run(blind, FaultSpec(type=FaultType.LINK_DOWN, entity=link, start_s=15.0))
+    late = steps[-1]
+    assert [s.rule for s in late.symptoms].count(STOPPED) == 1, "the switch is silent"
+    assert [(d.root, d.fault_type) for d in late.diagnoses] == [(link, "link_down")]
+    d = late.diagnoses[0]
+    assert blind in d.missing, "the blind switch is named as missing telemetry"
+    assert 0.5 <= d.confidence < 0.9, "lowered: one end's account, the other end blind"
+    assert d.action, "an action is proposed"
+    named = [s.diagnoses[0].root for s in steps[12:] if s.diagnoses]
+    assert set(named) == {link}, "never the switch or another link"
+
+
+def test_a_blind_switch_whose_links_are_all_up_names_nothing() -> None:
+    steps = _run("agg-0-0", None)
+    assert [s.rule for s in steps[-1].symptoms] == [STOPPED]
+    assert not [d for s in steps for d in s.diagnoses]
+
+
+def test_a_switch_that_goes_down_is_still_switch_down_not_its_links() -> None:
+    """Every neighbour sees it down: its links are down because it is."""
+    sim = busy_fat_tree()
+    sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
+    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
+    for _ in range(24):
+        sim.step()
+        engine.ingest_frames(sim.frames())
+        late = engine.step()
+    assert [(d.root, d.fault_type) for d in late.diagnoses] == [("agg-0-0", "switch_down")]
+
+
+def _symptoms(stopped: list[int], down: list[int]) -> list[Symptom]:
+    return ([Symptom(c, STOPPED, "switch_down", 1.0, 9.0) for c in stopped]
+            + [Symptom(c, "oper_down", "link_down", 1.0, 8.0) for c in down])
+
+
+def test_only_links_whose_silent_end_its_neighbours_see_up_are_picked() -> None:
+    # links 0-2; switch candidates 3 (forwards: 1 of 4 neighbours see it down) and
+    # 4 (down: 3 of 4 do); link 0 is on 3, link 1 on 4, link 2 on neither (5, 6)
+    ends = np.array([[3, 5, -1, -1], [4, 6, -1, -1], [5, 6, -1, -1]])
+    x = np.zeros((7, len(FEATURES)))
+    x[3, NBR_DOWN], x[4, NBR_DOWN] = 0.25, 0.75
+    assert blind_link_downs(_symptoms([3, 4], [0, 1, 2]), x, ends).tolist() == [0]
+    assert blind_link_downs(_symptoms([], [0, 1, 2]), x, ends).size == 0, "none silent"
+    assert blind_link_downs(_symptoms([3], []), x, ends).size == 0, "no link down"
+    x[3, NBR_DOWN] = 0.5
+    assert blind_link_downs(_symptoms([3], [0]), x, ends).size == 0, "half see it down"
+
+
+def test_a_higher_score_the_model_gave_keeps_its_type() -> None:
+    ends = np.array([[3, 5, -1, -1], [3, 6, -1, -1]])
+    x = np.zeros((7, len(FEATURES)))
+    root, best = np.array([0.95, 0.1, 0, 0, 0, 0, 0]), np.zeros(7, np.int64)
+    best[0] = 7
+    name_blind_link_downs(_symptoms([3], [0, 1]), x, ends, root, best, 0.9)
+    assert (root[0], best[0]) == (0.95, 7)
+    assert (root[1], best[1]) == (0.9, LINK_DOWN)
