@@ -4,8 +4,8 @@
 ``step(now_ns)`` derives signals, runs the detection rules and, while any
 symptom is active, scores the candidates near a symptom (on a node a symptom
 is on, or on the INT path of a flow that saw loss; a switch that stopped
-reporting only itself; a link seen down at a switch that stopped reporting but
-forwards is named by a rule, see ``blind``) with the model and returns
+reporting only itself) with the model (a link seen down or flapping at a switch
+that stopped reporting but forwards is named by a rule, see ``blind``) and returns
 one :class:`~fabricops.core.records.Diagnosis` per separate root that passes
 the confidence floor (see ``roots``: concurrent faults each get their own, and
 a flapping link is one diagnosis among others, not a blindfold). Missing
@@ -30,7 +30,7 @@ from fabricops.core.frame import Frame
 from fabricops.core.intreport import IntBatch
 from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
-from fabricops.rca.blind import name_blind_link_downs
+from fabricops.rca.blind import name_blind_links
 from fabricops.rca.detect import (
     OWN_ENDS,
     STOPPED,
@@ -86,9 +86,9 @@ class RcaConfig(BaseModel):
         "receive power at one of its ends is this far below its baseline (readings wander "
         "by hundredths of a dB; draining a link for that would do harm)")
     blind_link_score: float = Field(default=0.9, ge=0, le=1, description="Root score of "
-                                    "a link seen down from one end whose other end is a "
-                                    "switch that stopped reporting but forwards (see "
-                                    "fabricops.rca.blind); the missing penalty applies")
+                                    "a link seen down or flapping from one end whose other "
+                                    "end is a switch that stopped reporting but forwards "
+                                    "(see fabricops.rca.blind); the missing penalty applies")
     missing_penalty: float = Field(default=0.1, ge=0, le=1,
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
@@ -189,8 +189,8 @@ class RcaEngine:
         if symptoms and self.model is not None and x is not None:
             focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
             root, best = self.model.scores(x, self.candidates.kind, focus)
-            name_blind_link_downs(symptoms, x, self._link_ends, root, best,
-                                  self.config.blind_link_score)
+            name_blind_links(symptoms, x, self._link_ends, root, best,
+                             self.config.blind_link_score)
             diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
         diags += self._held(snap.ts_ns, sig, {d.id for d in diags})
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best,

@@ -1,12 +1,13 @@
-"""A switch that stops reporting but forwards on, with one of its links down: the link
-is named from the end that still reports, not taken for the switch's echo."""
+"""A switch that stops reporting but forwards on, with one of its links down or
+flapping: the link is named from the end that still reports, not taken for the
+switch's echo."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from fabricops.rca.blind import LINK_DOWN, NBR_DOWN, blind_link_downs, name_blind_link_downs
+from fabricops.rca.blind import LINK_DOWN, LINK_FLAP, NBR_DOWN, blind_links, name_blind_links
 from fabricops.rca.detect import STOPPED, Symptom
 from fabricops.rca.engine import RcaEngine, StepResult
 from fabricops.rca.features import FEATURES
@@ -50,6 +51,17 @@ def test_a_link_down_at_a_blind_switch_is_named_from_its_other_end(blind: str,
     assert set(named) == {link}, "never the switch or another link"
 
 
+def test_a_link_flapping_at_a_blind_switch_is_named_a_flap_once_it_flaps() -> None:
+    """Its first change looks like a link going down; every step after names a flap,
+    not a link down one step and nothing the next, as the link goes up and down."""
+    link = "agg-0-0:eth1~leaf-0-0:eth3"
+    steps = _run("agg-0-0", FaultSpec(type=FaultType.LINK_FLAP, entity=link, start_s=15.0),
+                 ticks=30)
+    named = [[(d.root, d.fault_type) for d in s.diagnoses] for s in steps[16:]]
+    assert named == [[(link, "link_flap")]] * len(named)
+    assert "agg-0-0" in steps[-1].diagnoses[0].missing
+
+
 def test_a_blind_switch_whose_links_are_all_up_names_nothing() -> None:
     steps = _run("agg-0-0", None)
     assert [s.rule for s in steps[-1].symptoms] == [STOPPED]
@@ -68,9 +80,13 @@ def test_a_switch_that_goes_down_is_still_switch_down_not_its_links() -> None:
     assert [(d.root, d.fault_type) for d in late.diagnoses] == [("agg-0-0", "switch_down")]
 
 
-def _symptoms(stopped: list[int], down: list[int]) -> list[Symptom]:
-    return ([Symptom(c, STOPPED, "switch_down", 1.0, 9.0) for c in stopped]
-            + [Symptom(c, "oper_down", "link_down", 1.0, 8.0) for c in down])
+def _symptoms(stopped: list[int], down: list[int], flaps: tuple[int, float] | None = None
+              ) -> list[Symptom]:
+    out = ([Symptom(c, STOPPED, "switch_down", 1.0, 9.0) for c in stopped]
+           + [Symptom(c, "oper_down", "link_down", 1.0, 8.0) for c in down])
+    if flaps is not None:
+        out.append(Symptom(flaps[0], "carrier_transitions", "link_flap", flaps[1], 7.0))
+    return out
 
 
 def test_only_links_whose_silent_end_its_neighbours_see_up_are_picked() -> None:
@@ -79,11 +95,21 @@ def test_only_links_whose_silent_end_its_neighbours_see_up_are_picked() -> None:
     ends = np.array([[3, 5, -1, -1], [4, 6, -1, -1], [5, 6, -1, -1]])
     x = np.zeros((7, len(FEATURES)))
     x[3, NBR_DOWN], x[4, NBR_DOWN] = 0.25, 0.75
-    assert blind_link_downs(_symptoms([3, 4], [0, 1, 2]), x, ends).tolist() == [0]
-    assert blind_link_downs(_symptoms([], [0, 1, 2]), x, ends).size == 0, "none silent"
-    assert blind_link_downs(_symptoms([3], []), x, ends).size == 0, "no link down"
+    links, types = blind_links(_symptoms([3, 4], [0, 1, 2]), x, ends)
+    assert (links.tolist(), types.tolist()) == ([0], [LINK_DOWN])
+    assert blind_links(_symptoms([], [0, 1, 2]), x, ends)[0].size == 0, "none silent"
+    assert blind_links(_symptoms([3], []), x, ends)[0].size == 0, "no link down"
     x[3, NBR_DOWN] = 0.5
-    assert blind_link_downs(_symptoms([3], [0]), x, ends).size == 0, "half see it down"
+    assert blind_links(_symptoms([3], [0]), x, ends)[0].size == 0, "half see it down"
+
+
+def test_a_link_that_changed_more_than_once_flaps_once_is_down() -> None:
+    ends = np.array([[3, 5, -1, -1]])
+    x = np.zeros((6, len(FEATURES)))
+    assert blind_links(_symptoms([3], [0], (0, 1.8)), x, ends)[1].tolist() == [LINK_FLAP]
+    assert blind_links(_symptoms([3], [], (0, 1.8)), x, ends)[1].tolist() == [LINK_FLAP]
+    assert blind_links(_symptoms([3], [0], (0, 1.0)), x, ends)[1].tolist() == [LINK_DOWN]
+    assert blind_links(_symptoms([3], [], (0, 1.0)), x, ends)[0].size == 0, "up again"
 
 
 def test_a_higher_score_the_model_gave_keeps_its_type() -> None:
@@ -91,6 +117,6 @@ def test_a_higher_score_the_model_gave_keeps_its_type() -> None:
     x = np.zeros((7, len(FEATURES)))
     root, best = np.array([0.95, 0.1, 0, 0, 0, 0, 0]), np.zeros(7, np.int64)
     best[0] = 7
-    name_blind_link_downs(_symptoms([3], [0, 1]), x, ends, root, best, 0.9)
+    name_blind_links(_symptoms([3], [0, 1]), x, ends, root, best, 0.9)
     assert (root[0], best[0]) == (0.95, 7)
     assert (root[1], best[1]) == (0.9, LINK_DOWN)
