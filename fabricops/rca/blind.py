@@ -5,7 +5,7 @@ died, its management network is cut. Its neighbours still report, and they see
 their links to it up, except one: that link is down, and only its reporting
 end can say so. The model cannot tell: on every link it learnt from, a silent
 end was a dead device (a NIC, a switch down), and such a link is that device's
-echo, not a root. So the engine does not ask it (``RcaEngine._focus`` scores
+echo, not a root. So the engine does not ask it (``focus.Focus`` scores
 no link of a silent switch), and this rule names the link instead.
 
 ``blind_links`` picks the links with an ``oper_down`` symptom, or a

@@ -4,7 +4,8 @@
 ``step(now_ns)`` derives signals, runs the detection rules and, while any
 symptom is active, scores the candidates near a symptom (on a node a symptom
 is on, or on the INT path of a flow that saw loss; a switch that stopped
-reporting only itself) with the model (a link seen down or flapping at a switch
+reporting only itself; past ``context_rows`` a step, in turns: see ``focus``)
+with the model (a link seen down or flapping at a switch
 that stopped reporting but forwards is named by a rule, see ``blind``) and returns
 one :class:`~fabricops.core.records.Diagnosis` per separate root that passes
 the confidence floor (see ``roots``: concurrent faults each get their own, and
@@ -32,16 +33,15 @@ from fabricops.core.records import Diagnosis, Evidence, RankedEntity
 from fabricops.core.topology import Topology
 from fabricops.rca.blind import name_blind_links
 from fabricops.rca.detect import (
-    OWN_ENDS,
-    STOPPED,
     RuleConfig,
     Symptom,
     detect,
     set_aside_outage,
 )
 from fabricops.rca.evidence import ACTIONS, affected, evidence_for
-from fabricops.rca.features import FCOL, FEATURES, KIND_NAMES, Candidates, PathStats, features
+from fabricops.rca.features import FEATURES, KIND_NAMES, Candidates, PathStats, features
 from fabricops.rca.flow_paths import IntPaths
+from fabricops.rca.focus import Focus
 from fabricops.rca.hold import QUIET, candidate_activity, held
 from fabricops.rca.model import CLASSES, RcaModel
 from fabricops.rca.roots import RootGroup, alternatives, pick_roots, supported
@@ -49,7 +49,6 @@ from fabricops.rca.signals import PortSignals, Signals, missing_entities, unstab
 from fabricops.rca.view import FabricView, PortIndex
 
 F64 = npt.NDArray[np.float64]
-VOTES = FCOL["l_vote_share"]
 STEADY = 0.02  # root-score margin within which an incident keeps its root
 _OPTIC = CLASSES.index("optic_degradation")
 _SWITCH_DOWN = CLASSES.index("switch_down")
@@ -89,6 +88,10 @@ class RcaConfig(BaseModel):
                                     "a link seen down or flapping from one end whose other "
                                     "end is a switch that stopped reporting but forwards "
                                     "(see fabricops.rca.blind); the missing penalty applies")
+    context_rows: int = Field(default=4096, ge=1, description="Candidates a step scores "
+                              "only because they are on a symptom's nodes (its context, "
+                              "see fabricops.rca.focus); past this many, they are scored in "
+                              "turns over the next steps (a row costs about 0.14 ms of CPU)")
     missing_penalty: float = Field(default=0.1, ge=0, le=1,
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
@@ -117,6 +120,7 @@ class StepResult:
     flows: list[tuple[int, int, tuple[int, ...]]]
     diagnoses: tuple[Diagnosis, ...] = ()  # every root of the step; ``diagnosis`` is the first
     outage_switches: int = 0  # switches whose silence was set aside as a collection outage
+    context_deferred: int = 0  # context candidates left for later steps (``focus``)
 
 
 class RcaEngine:
@@ -139,6 +143,8 @@ class RcaEngine:
         self._cand_nodes = self.candidates.nodes(self.index)
         self._link_ends = self.candidates.link_ends(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
+        self._focus = Focus(self._cand_nodes, self._link_ends, self.index.n_nodes,
+                            self.config.context_rows)
         self._fan_usual: F64 | None = None
         # the feature matrix steps fill (see StepResult), its pages touched now: the
         # first step with symptoms is the one whose time matters most
@@ -187,14 +193,16 @@ class RcaEngine:
             x = features(self.index, self.candidates, sig, stats,
                          None if keep_features else self._work)
         if symptoms and self.model is not None and x is not None:
-            focus = self._focus(symptoms, x) if self.config.score_near_symptoms else None
+            focus = (self._focus.pick(symptoms, x, [g.root for g in self._open_switch_downs()])
+                     if self.config.score_near_symptoms else None)
             root, best = self.model.scores(x, self.candidates.kind, focus)
             name_blind_links(symptoms, x, self._link_ends, root, best,
                              self.config.blind_link_score)
             diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
         diags += self._held(snap.ts_ns, sig, {d.id for d in diags})
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best,
-                          diags[0] if diags else None, flows, diags, outage)
+                          diags[0] if diags else None, flows, diags, outage,
+                          self._focus.deferred if root is not None else 0)
 
     def _held(self, ts: int, sig: PortSignals, revised: set[str]) -> tuple[Diagnosis, ...]:
         """Open incidents not revised now whose root carries no traffic, republished
@@ -250,37 +258,6 @@ class RcaEngine:
         ident = f"dx-{ts}-{root_id}"
         self._incidents[ident] = (ts, root_id, ts, fault)
         return ident, ts
-
-    def _focus(self, symptoms: list[Symptom], x: F64) -> npt.NDArray[np.bool_]:
-        """Candidates worth scoring: on a node some symptom is on, or a link voted for.
-
-        A symptom of ``OWN_ENDS`` brings only its own candidate and, for a link, the
-        switches and NICs at its ends. A switch that stopped reporting: its silence
-        says nothing of its links and NICs, and if it is down, the link-down symptoms
-        of its peers bring them (a hundred candidates a switch, when many fall silent
-        at once). A link that is down or flaps: its root is the link or what is at an
-        end, unless that end is a switch that stopped reporting or has an open
-        ``switch_down`` incident: then the link's state is that switch's (down, or
-        booting again), and only the switch is scored (12,800 links when 100
-        switches of a 100k-GPU fabric go down).
-        """
-        n_links = self.candidates.n_links
-        near = np.zeros(self.index.n_nodes, bool)
-        near[self._cand_nodes[[s.candidate for s in symptoms if s.rule not in OWN_ENDS]]
-             .ravel()] = True
-        focus: npt.NDArray[np.bool_] = np.any(near[self._cand_nodes], axis=1)
-        own = np.array([s.candidate for s in symptoms if s.rule in OWN_ENDS], np.int64)
-        gone = np.zeros(len(focus) + 1, bool)  # the last is False: no switch (-1) at an end
-        gone[[s.candidate for s in symptoms if s.rule == STOPPED]] = True
-        gone[[g.root for g in self._open_switch_downs()]] = True
-        links = own[own < n_links]
-        links = links[~gone[self._link_ends[links, :2]].any(axis=1)]
-        focus[own[own >= n_links]] = True
-        focus[links] = True
-        ends = self._link_ends[links].ravel()
-        focus[ends[ends >= 0]] = True
-        focus[:n_links] |= x[:n_links, VOTES] > 0
-        return focus
 
     def _diagnose(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
                   best: npt.NDArray[np.int64],
