@@ -118,7 +118,7 @@ class RcaService:
             "fabricops_rca_outage_switches",
             "Switches that stopped reporting at once, set aside as a collection outage",
             registry=reg)
-        self.m_deferred = Gauge(
+        self.m_context_deferred = Gauge(
             "fabricops_rca_context_deferred",
             "Candidates near a symptom left for later steps (past context_rows a step)",
             registry=reg)
@@ -218,7 +218,7 @@ class RcaService:
         self.m_steps.inc()
         self.m_latency.observe(time.perf_counter() - started)
         self.m_outage.set(result.outage_switches)
-        self.m_deferred.set(result.context_deferred)
+        self.m_context_deferred.set(result.context_deferred)
         if result.outage_switches:
             self._warn.warning(
                 "outage", "rca: %d switches stopped reporting at once: a collection outage "

@@ -100,7 +100,7 @@ def test_the_service_shows_how_many_context_candidates_wait() -> None:
         sim.step()
         sink.publish_frames(sim.frames())
         service.process(consumer.poll(0.0, 10_000))
-        shown.append(service.m_deferred._value.get())
+        shown.append(service.m_context_deferred._value.get())
     bus.stop()
     assert shown[:14] == [0.0] * 14, "nothing waits before the fault"
     assert max(shown) > 0

@@ -74,13 +74,15 @@ def test_a_diagnosis_that_firms_up_is_revised_at_once() -> None:
         d = Diagnosis(id="inc-1", ts_ns=ts, onset_ns=100 * 10**9, root=LINK, root_kind="link",
                       fault_type="gray_loss", confidence=confidence)
         service.engine.view.newest_ns = ts
-        service.engine.step = lambda now, d=d: SimpleNamespace(diagnoses=(d,), outage_switches=0)  # type: ignore[method-assign]
+        result = SimpleNamespace(diagnoses=(d,), outage_switches=0, context_deferred=0)
+        service.engine.step = lambda now, r=result: r  # type: ignore[method-assign]
         published += [p.confidence for p in service.process([])]
     assert published == [0.61, 0.97], "risen by 0.36: revised; by 0.02 or after a dip: not"
     late = Diagnosis(id="inc-1", ts_ns=131 * 10**9, onset_ns=100 * 10**9, root=LINK,
                      root_kind="link", fault_type="gray_loss", confidence=0.9)
     service.engine.view.newest_ns = late.ts_ns
-    service.engine.step = lambda now: SimpleNamespace(diagnoses=(late,), outage_switches=0)  # type: ignore[method-assign]
+    result = SimpleNamespace(diagnoses=(late,), outage_switches=0, context_deferred=0)
+    service.engine.step = lambda now: result  # type: ignore[method-assign]
     assert [p.confidence for p in service.process([])] == [0.9], "republished after 30 s"
     bus.stop()
 
