@@ -92,6 +92,10 @@ class RcaConfig(BaseModel):
                               "only because they are on a symptom's nodes (its context, "
                               "see fabricops.rca.focus); past this many, they are scored in "
                               "turns over the next steps (a row costs about 0.14 ms of CPU)")
+    down_by_neighbours: float = Field(default=0.75, ge=0, le=1, description="A switch "
+                                      "that this share of its neighbours' reporting ports "
+                                      "facing it (two or more) see down is scored, not its "
+                                      "links (see fabricops.rca.focus); 1: only all of them")
     missing_penalty: float = Field(default=0.1, ge=0, le=1,
                                    description="Confidence lost per missing device, up to half")
     warmup_steps: int = Field(default=10, ge=0,
@@ -144,7 +148,8 @@ class RcaEngine:
         self._link_ends = self.candidates.link_ends(self.index)
         self._name_index = {name: i for i, name in enumerate(self.candidates.names)}
         self._focus = Focus(self._cand_nodes, self._link_ends, self.index.n_nodes,
-                            self.config.context_rows)
+                            self.candidates.n_switches, self.config.context_rows,
+                            self.config.down_by_neighbours)
         self._fan_usual: F64 | None = None
         # the feature matrix steps fill (see StepResult), its pages touched now: the
         # first step with symptoms is the one whose time matters most

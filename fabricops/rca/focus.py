@@ -12,7 +12,10 @@
   end, unless that end is a switch that stopped reporting or has an open
   ``switch_down`` incident: then the link's state is that switch's (down, or
   booting again), and only the switch is scored (12,800 links when 100
-  switches of a 100k-GPU fabric go down);
+  switches of a 100k-GPU fabric go down). The same holds, before its silence
+  shows, for a switch that at least ``down_by_neighbours`` of its neighbours'
+  reporting ports facing it (two or more) see down: it is scored, its links
+  are not;
 - any other symptom brings every candidate on the nodes its candidate is on
   (a NIC's retransmissions: its host and its switch, and so the switch's
   links and NICs): its *context*. Past ``context_rows`` such candidates in a
@@ -38,6 +41,7 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 B = npt.NDArray[np.bool_]
 VOTES = FCOL["l_vote_share"]
+NBR_DOWN, NBR_DOWN_N = FCOL["s_nbr_down"], FCOL["s_nbr_down_n"]
 
 
 class Focus:
@@ -45,12 +49,14 @@ class Focus:
     ``Candidates.nodes`` and ``Candidates.link_ends``. Keeps whose turn it is between
     steps; ``deferred`` is how many context candidates the last pick left for later."""
 
-    def __init__(self, cand_nodes: I64, link_ends: I64, n_nodes: int,
-                 context_rows: int) -> None:
+    def __init__(self, cand_nodes: I64, link_ends: I64, n_nodes: int, n_switches: int,
+                 context_rows: int, down_by_neighbours: float = 0.75) -> None:
         self.cand_nodes = cand_nodes
         self.link_ends = link_ends
         self.n_nodes = n_nodes
+        self.switches = slice(len(link_ends), len(link_ends) + n_switches)
         self.context_rows = context_rows
+        self.down_by_neighbours = down_by_neighbours
         self.deferred = 0
         self._next = 0  # the first candidate of the next turn
 
@@ -68,6 +74,11 @@ class Focus:
         gone = np.zeros(len(out) + 1, bool)  # the last is False: no switch (-1) at an end
         gone[[s.candidate for s in symptoms if s.rule == STOPPED]] = True
         gone[list(gone_switches)] = True
+        sw = x[self.switches]
+        seen_down = n_links + np.flatnonzero((sw[:, NBR_DOWN] >= self.down_by_neighbours)
+                                             & (sw[:, NBR_DOWN_N] >= 2))
+        gone[seen_down] = True
+        out[seen_down] = True
         links = own[own < n_links]
         links = links[~gone[self.link_ends[links, :2]].any(axis=1)]
         out[own[own >= n_links]] = True

@@ -33,14 +33,14 @@ def _x() -> np.ndarray:
 
 
 def test_within_the_budget_the_whole_context_is_scored() -> None:
-    focus = Focus(NODES, ENDS, 5, context_rows=9)
+    focus = Focus(NODES, ENDS, 5, 0, context_rows=9)
     picked = focus.pick(_retransmits(2), _x())
     assert np.flatnonzero(picked).tolist() == list(range(2, 12))
     assert focus.deferred == 0
 
 
 def test_past_the_budget_the_context_is_scored_in_turns() -> None:
-    focus = Focus(NODES, ENDS, 5, context_rows=4)
+    focus = Focus(NODES, ENDS, 5, 0, context_rows=4)
     seen: list[set[int]] = []
     for _ in range(3):
         picked = np.flatnonzero(focus.pick(_retransmits(5), _x())).tolist()
