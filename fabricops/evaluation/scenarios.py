@@ -18,6 +18,7 @@ training and scoring only.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -55,14 +56,18 @@ STAGGER_S: Final = 3.0
 
 
 def shape_params(family: str, size: int, oversubscription: float = 1.0) -> dict[str, Any]:
-    """Builder parameters of one shape (raises KeyError for an unknown family)."""
+    """Builder parameters of one shape (raises KeyError for an unknown family). A
+    leaf-spine past 512 GPUs gets spines with a port for every leaf (a power of two);
+    a fat-tree has 2 NICs a host from k=8 where they divide a pod's host ports, else 1."""
     o = {"oversubscription": oversubscription} if oversubscription != 1.0 else {}
     if family == "leaf_spine":
         if size <= 64:
             return {"gpus": size, "nics_per_host": 4, "leaf_radix": 16, "spine_radix": 16, **o}
-        return {"gpus": size, "leaf_radix": 32, "spine_radix": 32, **o}
+        spine = max(32, 1 << (math.ceil(size / 16) - 1).bit_length())
+        return {"gpus": size, "leaf_radix": 32, "spine_radix": spine, **o}
     if family == "fat_tree":
-        return {"k": size, "nics_per_host": 1 if size <= 6 else 2, **o}
+        two = size > 6 and (size // 2) ** 2 % 2 == 0
+        return {"k": size, "nics_per_host": 2 if two else 1, **o}
     if family == "rail_optimized":
         return {"gpus": size, "rails": 4 if size <= 128 else 8, "leaf_radix": 16,
                 "spine_radix": 16, **o}

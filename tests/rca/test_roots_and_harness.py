@@ -121,6 +121,17 @@ def test_shapes_asked_for_outside_the_catalogue_are_built_on_demand() -> None:
         topology_for("fat_tree", shape_params("fat_tree", 5))  # odd k
 
 
+@pytest.mark.parametrize(("family", "size", "o"), [
+    ("leaf_spine", 1024, 1.0), ("leaf_spine", 1024, 3.0), ("leaf_spine", 2048, 1.0),
+    ("fat_tree", 10, 1.0), ("fat_tree", 14, 1.0), ("fat_tree", 12, 1.0)])
+def test_larger_shapes_than_the_catalogue_build(family: str, size: int, o: float) -> None:
+    """Spines get a port for every leaf; a fat-tree whose pods' host ports 2 NICs a
+    host do not divide gets 1 (the catalogue's shapes keep their parameters)."""
+    topo = topology_for(family, shape_params(family, size, o))
+    nics = topo.summary()["nics"]
+    assert nics == size if family == "leaf_spine" else nics == size ** 3 // 4
+
+
 def test_an_oversubscribed_fat_tree_has_fewer_aggs_and_more_hosts_per_leaf() -> None:
     t = fat_tree(k=8, oversubscription=3.0)
     leaf = t.node_by_id["leaf-0-0"]
