@@ -66,7 +66,7 @@ def shape_params(family: str, size: int, oversubscription: float = 1.0) -> dict[
         spine = max(32, 1 << (math.ceil(size / 16) - 1).bit_length())
         return {"gpus": size, "leaf_radix": 32, "spine_radix": spine, **o}
     if family == "fat_tree":
-        two = size > 6 and (size // 2) ** 2 % 2 == 0
+        two = size > 6 and size % 4 == 0  # (k/2)^2 host ports a pod: even when 4 | k
         return {"k": size, "nics_per_host": 2 if two else 1, **o}
     if family == "rail_optimized":
         return {"gpus": size, "rails": 4 if size <= 128 else 8, "leaf_radix": 16,

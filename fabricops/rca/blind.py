@@ -31,7 +31,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from fabricops.rca.detect import STOPPED, Symptom
+from fabricops.rca.detect import FLAPPING, OPER_DOWN, STOPPED, Symptom
 from fabricops.rca.features import FCOL
 from fabricops.rca.model import CLASSES
 
@@ -50,9 +50,9 @@ def blind_links(symptoms: list[Symptom], x: F64, link_ends: I64,
     each is named (module docstring). ``link_ends`` is links x 4
     (``Candidates.link_ends``); ``x`` the step's features."""
     stopped = np.array([s.candidate for s in symptoms if s.rule == STOPPED], np.int64)
-    seen = {s.candidate: LINK_DOWN for s in symptoms if s.rule == "oper_down"}
+    seen = {s.candidate: LINK_DOWN for s in symptoms if s.rule == OPER_DOWN}
     seen.update((s.candidate, LINK_FLAP) for s in symptoms
-                if s.rule == "carrier_transitions" and s.value > ONE_DOWN)
+                if s.rule == FLAPPING and s.value > ONE_DOWN)
     links = np.array([c for c in seen if c < len(link_ends)], np.int64)
     if stopped.size == 0 or links.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)

@@ -28,7 +28,9 @@ from fabricops.rca.signals import PortSignals
 from fabricops.rca.view import PortIndex
 
 STOPPED: Final = "stopped_reporting"  # the rule of a switch that stopped reporting
-OWN_ENDS: Final = frozenset({STOPPED, "oper_down", "carrier_transitions"})
+OPER_DOWN: Final = "oper_down"  # the rule of a port that sees its link down
+FLAPPING: Final = "carrier_transitions"  # the rule of a port whose link changes state
+OWN_ENDS: Final = frozenset({STOPPED, OPER_DOWN, FLAPPING})
 """Rules whose symptom can only be its own candidate's fault or, for a link, a fault of
 what is at its ends (a switch, a NIC): the RCA scores those, not the other links of
 those nodes (a leaf going down would bring every link of every spine it was on)."""
@@ -98,8 +100,8 @@ def detect(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats,
             out.append(Symptom(int(sw_of_node[node]), STOPPED, "switch_down", 1.0, 9.0))
     add(sig.missing & ix.port_is_nic, nic_of_port, "nic_missing", "nic_down",
         sig.missing.astype(float), 8.5)
-    add(sig.oper_down, link, "oper_down", "link_down", sig.oper_down.astype(float), 8.0)
-    add(sig.flaps >= c.flaps, link, "carrier_transitions", "link_flap", sig.flaps, 7.0)
+    add(sig.oper_down, link, OPER_DOWN, "link_down", sig.oper_down.astype(float), 8.0)
+    add(sig.flaps >= c.flaps, link, FLAPPING, "link_flap", sig.flaps, 7.0)
     add((sig.fcs_ratio > c.fcs_ratio) & (sig.fcs_rate >= c.fcs_min_per_s), link,
         "fcs_error_ratio", "gray_loss", sig.fcs_ratio, 6.0)
     add((sig.rx_drop_db > c.rx_drop_db) & (sig.rx_slope < c.rx_slope_db_s), link,

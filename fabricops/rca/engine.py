@@ -198,12 +198,13 @@ class RcaEngine:
             x = features(self.index, self.candidates, sig, stats,
                          None if keep_features else self._work)
         if symptoms and self.model is not None and x is not None:
-            focus = (self._focus.pick(symptoms, x, [g.root for g in self._open_switch_downs()])
+            downs = self._open_switch_downs()
+            focus = (self._focus.pick(symptoms, x, [g.root for g in downs])
                      if self.config.score_near_symptoms else None)
             root, best = self.model.scores(x, self.candidates.kind, focus)
             name_blind_links(symptoms, x, self._link_ends, root, best,
                              self.config.blind_link_score)
-            diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows)
+            diags = self._diagnose(snap.ts_ns, sig, symptoms, root, best, flows, downs)
         diags += self._held(snap.ts_ns, sig, {d.id for d in diags})
         return StepResult(snap.ts_ns, sig, symptoms, x, root, best,
                           diags[0] if diags else None, flows, diags, outage,
@@ -265,8 +266,8 @@ class RcaEngine:
         return ident, ts
 
     def _diagnose(self, ts: int, sig: PortSignals, symptoms: list[Symptom], root: F64,
-                  best: npt.NDArray[np.int64],
-                  flows: list[tuple[int, int, tuple[int, ...]]]) -> tuple[Diagnosis, ...]:
+                  best: npt.NDArray[np.int64], flows: list[tuple[int, int, tuple[int, ...]]],
+                  open_downs: list[RootGroup]) -> tuple[Diagnosis, ...]:
         cfg = self.config
         root = self._plausible(root, best, sig)
         sure = supported(symptoms, best)
@@ -279,7 +280,7 @@ class RcaEngine:
         groups = pick_roots(root, self._cand_nodes, sure, floor=cfg.min_confidence / scale,
                             echo_floor=cfg.echo_floor, max_roots=cfg.max_roots,
                             kind=self.candidates.kind, fault=best, sure_roots=cfg.sure_roots,
-                            open_roots=self._open_switch_downs())
+                            open_roots=open_downs)
         taken = {g.root for g in groups}
         out: list[Diagnosis] = []
         used: set[str] = set()

@@ -64,12 +64,12 @@ class Focus:
         """Candidates to score this step; ``gone_switches``: switch candidates with an
         open ``switch_down`` incident."""
         n_links = len(self.link_ends)
+        others = [s.candidate for s in symptoms if s.rule not in OWN_ENDS]
         near = np.zeros(self.n_nodes, bool)
-        near[self.cand_nodes[[s.candidate for s in symptoms if s.rule not in OWN_ENDS]]
-             .ravel()] = True
+        near[self.cand_nodes[others].ravel()] = True
         context: B = np.any(near[self.cand_nodes], axis=1)
         out = np.zeros(len(context), bool)
-        out[[s.candidate for s in symptoms if s.rule not in OWN_ENDS]] = True
+        out[others] = True
         own = np.array([s.candidate for s in symptoms if s.rule in OWN_ENDS], np.int64)
         gone = np.zeros(len(out) + 1, bool)  # the last is False: no switch (-1) at an end
         gone[[s.candidate for s in symptoms if s.rule == STOPPED]] = True

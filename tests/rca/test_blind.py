@@ -9,27 +9,16 @@ import pytest
 
 from fabricops.rca.blind import LINK_DOWN, LINK_FLAP, NBR_DOWN, blind_links, name_blind_links
 from fabricops.rca.detect import STOPPED, Symptom
-from fabricops.rca.engine import RcaEngine, StepResult
+from fabricops.rca.engine import StepResult
 from fabricops.rca.features import FEATURES
-from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.simulator.faults import FaultSpec, FaultType
-from tests.rca.twin import busy_fat_tree
+from tests.rca.twin import run_engine
 
 
 def _run(blind: str, fault: FaultSpec | None, ticks: int = 24) -> list[StepResult]:
     """Steps of an engine fed a fat-tree whose switch ``blind`` stops reporting at tick
     12 and forwards on; ``fault`` starts at 15 s."""
-    sim = busy_fat_tree()
-    if fault is not None:
-        sim.add_fault(fault)
-    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
-    out = []
-    for tick in range(ticks):
-        sim.step()
-        frames = sim.frames()
-        engine.ingest_frames(f for f in frames if tick < 12 or f.device != blind)
-        out.append(engine.step())
-    return out
+    return run_engine(fault, ticks, withheld={blind})[1]
 
 
 @pytest.mark.parametrize(("blind", "link"), [
@@ -70,13 +59,8 @@ def test_a_blind_switch_whose_links_are_all_up_names_nothing() -> None:
 
 def test_a_switch_that_goes_down_is_still_switch_down_not_its_links() -> None:
     """Every neighbour sees it down: its links are down because it is."""
-    sim = busy_fat_tree()
-    sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
-    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
-    for _ in range(24):
-        sim.step()
-        engine.ingest_frames(sim.frames())
-        late = engine.step()
+    late = run_engine(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0",
+                                start_s=15.0), 24)[1][-1]
     assert [(d.root, d.fault_type) for d in late.diagnoses] == [("agg-0-0", "switch_down")]
 
 

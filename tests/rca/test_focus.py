@@ -16,7 +16,7 @@ from fabricops.rca.focus import Focus
 from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.faults import FaultSpec, FaultType
-from tests.rca.twin import busy_fat_tree
+from tests.rca.twin import busy_fat_tree, scored_rows
 
 # 2 links (0: nodes 0-1, 1: nodes 1-2), then 10 NIC candidates 2..11, all on node 3
 # (a host) and node 4 (its switch): a retransmitting NIC brings the other nine
@@ -50,34 +50,27 @@ def test_past_the_budget_the_context_is_scored_in_turns() -> None:
     assert seen == [{2, 3, 4, 6}, {7, 8, 9, 10}, {11, 2, 3, 4}], "in order, wrapping round"
 
 
-def test_a_mass_failure_step_scores_the_budget_and_names_the_switch() -> None:
+def test_a_mass_failure_step_scores_the_budget_and_names_the_switch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """On the k=4 fat-tree, a switch down makes NICs retransmit: with a budget of 8, the
     steps score fewer rows, say so, and the switch is still named."""
-    rows: list[int] = []
-    scores = RcaModel.class_probs
-
-    def counted(self: RcaModel, x: np.ndarray) -> np.ndarray:
-        rows.append(len(x))
-        return scores(self, x)
-
+    rows = scored_rows(monkeypatch)
     sim = busy_fat_tree()
     sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
     model = RcaModel.load(DEFAULT_MODEL)
     whole = RcaEngine(sim.fabric.topology, model)
     turns = RcaEngine(sim.fabric.topology, model, RcaConfig(context_rows=8))
     results = []
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(RcaModel, "class_probs", counted)
-        for _ in range(22):
-            sim.step()
-            frames = sim.frames()
-            whole.ingest_frames(frames)
-            turns.ingest_frames(frames)
-            n = len(rows)
-            w = whole.step()
-            wrows = rows[n:]
-            t = turns.step()
-            results.append((w, t, sum(wrows), sum(rows[n + len(wrows):])))
+    for _ in range(22):
+        sim.step()
+        frames = sim.frames()
+        whole.ingest_frames(frames)
+        turns.ingest_frames(frames)
+        n = len(rows)
+        w = whole.step()
+        m = len(rows)
+        t = turns.step()
+        results.append((w, t, sum(rows[n:m]), sum(rows[m:])))
     deferred = [(w, t, a, b) for w, t, a, b in results if t.context_deferred]
     assert deferred, "some step had more context than 8 candidates"
     assert all(b < a for _, _, a, b in deferred), "those steps scored fewer rows"

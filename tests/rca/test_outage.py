@@ -10,7 +10,6 @@ import pytest
 
 from fabricops.core.bus import Topic, topic_name
 from fabricops.core.busio import BusFrameSink
-from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
 from fabricops.rca.detect import STOPPED, RuleConfig, Symptom, set_aside_outage
 from fabricops.rca.engine import RcaEngine, StepResult
@@ -18,7 +17,9 @@ from fabricops.rca.model import DEFAULT_MODEL, RcaModel
 from fabricops.rca.service import RcaService, RcaServiceConfig
 from fabricops.simulator.builders import fat_tree
 from fabricops.simulator.faults import FaultSpec, FaultType
-from tests.rca.twin import busy_fat_tree, scored_rows
+from tests.rca.twin import busy_fat_tree, run_engine, scored_rows
+
+AGG_DOWN = FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0)
 
 
 def _silent(*candidates: int) -> list[Symptom]:
@@ -40,18 +41,7 @@ def test_more_switches_silent_than_share_and_minimum_are_set_aside() -> None:
 def _run(withheld: set[str], ticks: int = 18, silent_from: int = 12) -> list[StepResult]:
     """Steps of an engine fed a healthy fat-tree's frames, without those of
     ``withheld`` devices from tick ``silent_from`` on."""
-    sim = busy_fat_tree()
-    topo = sim.fabric.topology
-    engine = RcaEngine(topo, RcaModel.load(DEFAULT_MODEL))
-    out = []
-    for tick in range(ticks):
-        sim.step()
-        frames: list[Frame] = sim.frames()
-        if tick >= silent_from:
-            frames = [f for f in frames if f.device not in withheld]
-        engine.ingest_frames(frames)
-        out.append(engine.step())
-    return out
+    return run_engine(None, ticks, withheld, silent_from)[1]
 
 
 def test_every_switch_silent_at_once_is_an_outage_not_twenty_switch_faults() -> None:
@@ -111,15 +101,8 @@ def test_a_switch_that_goes_down_is_scored_alone_not_its_links(
     fabric would bring every spine it was on; 100 switches of a 100k-GPU fabric,
     12,800 links), and it is named at once."""
     focused = _focused(monkeypatch)
-    sim = busy_fat_tree()
-    sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
-    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
-    named = []
-    for _ in range(22):
-        sim.step()
-        engine.ingest_frames(sim.frames())
-        result = engine.step()
-        named.append([(d.root, d.fault_type) for d in result.diagnoses])
+    engine, steps = run_engine(AGG_DOWN)
+    named = [[(d.root, d.fault_type) for d in s.diagnoses] for s in steps]
     assert _names(engine, focused[0]) == _names(engine, focused[-1]) == {"agg-0-0"}
     first = next(i for i, n in enumerate(named) if n)
     assert named[first:] == [[("agg-0-0", "switch_down")]] * (len(named) - first)
@@ -129,14 +112,10 @@ def test_a_switch_with_one_link_down_has_that_link_and_its_ends_scored(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """One of its four neighbours sees it down: the link is the likelier root."""
     focused = _focused(monkeypatch)
-    sim = busy_fat_tree()
     link = "agg-0-0:eth3~core-0:eth1"
-    sim.add_fault(FaultSpec(type=FaultType.LINK_DOWN, entity=link, start_s=15.0))
-    engine = RcaEngine(sim.fabric.topology, RcaModel.load(DEFAULT_MODEL))
-    for _ in range(20):
-        sim.step()
-        engine.ingest_frames(sim.frames())
-        result = engine.step()
+    engine, steps = run_engine(FaultSpec(type=FaultType.LINK_DOWN, entity=link, start_s=15.0),
+                               20)
+    result = steps[-1]
     assert {link, "agg-0-0", "core-0"} <= _names(engine, focused[0])
     assert [(d.root, d.fault_type) for d in result.diagnoses] == [(link, "link_down")]
 
@@ -166,15 +145,7 @@ def test_the_service_says_so_once_and_shows_how_many_switches(
 
 
 def test_a_switch_that_goes_down_is_named_with_its_silence_told_once() -> None:
-    sim = busy_fat_tree()
-    topo = sim.fabric.topology
-    sim.add_fault(FaultSpec(type=FaultType.SWITCH_DOWN, entity="agg-0-0", start_s=15.0))
-    engine = RcaEngine(topo, RcaModel.load(DEFAULT_MODEL))
-    for _ in range(22):
-        sim.step()
-        engine.ingest_frames(sim.frames())
-        result = engine.step()
-    d = result.diagnosis
+    d = run_engine(AGG_DOWN)[1][-1].diagnosis
     assert d is not None
     assert (d.root, d.fault_type) == ("agg-0-0", "switch_down")
     told = [(e.entity, e.signal) for e in d.evidence]
