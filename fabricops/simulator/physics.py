@@ -100,17 +100,23 @@ def channel_sum(epath: Paths, per_flow: F64, n_slots: int) -> F64:
     return sum_at(epath.ravel(), np.repeat(per_flow, hops), n_slots)
 
 
-def fair_rates(epath: Paths, offered: F64, capacity: F64, iterations: int) -> F64:
-    """Rates no larger than ``offered`` that fit ``capacity`` on every channel."""
+def fair_rates(epath: Paths, offered: F64, capacity: F64, iterations: int,
+               offered_load: F64 | None = None) -> tuple[F64, F64 | None]:
+    """Rates no larger than ``offered`` that fit ``capacity`` on every channel, and their
+    per-channel load where the rounds ended at a fixed point (the last round summed
+    it), else None. ``offered_load``: ``channel_sum`` of ``offered``, if the caller has
+    it (the first round's sum)."""
     rate = offered.copy()
+    load = offered_load
     for _ in range(iterations):
-        load = channel_sum(epath, rate, len(capacity))
+        if load is None:
+            load = channel_sum(epath, rate, len(capacity))
         scale = np.where(load > 0, capacity / np.maximum(load, 1e-9), BIG)
         fitted = np.minimum(offered, rate * np.minimum(over_path(np.minimum, scale, epath), BIG))
         if np.array_equal(fitted, rate):  # a fixed point: every further round gives it again
-            break
-        rate = fitted
-    return rate
+            return rate, load
+        rate, load = fitted, None
+    return rate, None
 
 
 def path_product_complement(epath: Paths, prob: F64) -> F64:

@@ -43,11 +43,12 @@ def simulate_tick(sim: Simulator, fx: TickEffects,
                                np.where(slow, 1.0 - fx.drain_share, 0.0)])
     pause[-1] = 0.0
     cap = nominal * (1.0 - pause)
-    fair_a = ph.fair_rates(ep, off_a, cap, cfg.fit_iterations)
+    fair_a, fair_load = ph.fair_rates(ep, off_a, cap, cfg.fit_iterations, off_load)
     backlogged = off_load > cap * 1.0001
     backlogged[-1] = False
     deaf_a = _deaf(fx, ep, off_a, backlogged & cs.ecn_deaf)
-    fair_load = ph.channel_sum(ep, fair_a, n_slots)
+    if fair_load is None:
+        fair_load = ph.channel_sum(ep, fair_a, n_slots)
     # with no deaf flow, what is pushed is the fair share (the same sums, bit for bit)
     push_load = ph.channel_sum(ep, np.where(deaf_a, off_a, fair_a), n_slots) \
         if deaf_a.any() else fair_load
@@ -151,7 +152,8 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
     cfg, fab, tel, rng = sim.config.physics, sim.fabric, sim.telemetry, sim.rng
     dt = sim.config.tick_s
     tx_ch = fab.port_tx_slot
-    sent = tel.add("out_pkts", served[tx_ch] * dt / 8.0 / cfg.packet_bytes)
+    served_tx = served[tx_ch]
+    sent = tel.add("out_pkts", served_tx * dt / 8.0 / cfg.packet_bytes)
     pkts_ch = np.zeros(fab.n_channels + 1, np.int64)
     pkts_ch[tx_ch] = sent
     pkts_ch[-1] = 0
@@ -176,28 +178,33 @@ def _count_ports(sim: Simulator, fx: TickEffects, served: F64, pause: F64, queue
         for prio in sim.config.lossless_priorities:
             tel.add(f"pfc_rx_pause{{prio={prio}}}", frames[tx_ch])
             tel.add(f"pfc_tx_pause{{prio={prio}}}", frames[:-1], at=rx)
-    _gauges(sim, fx, served, queue, tx_ch)
+    _gauges(sim, fx, served_tx, queue, tx_ch)
 
 
-def _gauges(sim: Simulator, fx: TickEffects, served: F64, queue: F64,
+def _gauges(sim: Simulator, fx: TickEffects, served_tx: F64, queue: F64,
             tx_ch: npt.NDArray[np.intp]) -> None:
     fab, tel = sim.fabric, sim.telemetry
     tx_base, _, temp_base = sim.optics()
-    n = fab.n_ports
-    util = served[tx_ch] / fab.port_speed_floor
-    q = queue[tx_ch]
+    n, pkt = fab.n_ports, sim.config.physics.packet_bytes
     noise = sim.sensor_noise
-    tx_power = tx_base + 0.02 * noise.draw(n)
-    rx_power = tx_power[fab.port_peer] - sim.port_insertion_loss
+    g = tel.port_gauges  # each row written in place: no temporary of a row's size
+    q = np.take(queue, tx_ch, out=g[0], mode="clip")  # "raise" would copy: indices are valid
+    np.multiply(q, 1.25, out=g[1])
+    g[1] += np.where(q > 0, float(pkt), 0.0)
+    np.minimum(g[1], sim.config.physics.xoff_bytes * 1.5, out=g[1])
+    tx_power = np.multiply(noise.draw(n), 0.02, out=g[3])
+    tx_power += tx_base
+    rx_power = np.take(tx_power, fab.port_peer, out=g[2], mode="clip")
+    rx_power -= sim.port_insertion_loss
     if fx.rx_offset_db.any():  # a degrading optic (adding zeros changes no reading)
         rx_power += fx.rx_offset_db
     if not sim.oper_up.all():
-        rx_power = np.where(sim.oper_up[fab.port_link], rx_power, LOS_DBM)
-    g = tel.port_gauges
-    g[0], g[1] = q, np.minimum(q * 1.25 + sim.config.physics.packet_bytes * (q > 0),
-                               sim.config.physics.xoff_bytes * 1.5)
-    g[2], g[3] = rx_power, tx_power
-    g[4] = temp_base + 8.0 * np.clip(util, 0.0, 1.0) + 0.1 * noise.draw(n)
+        np.copyto(rx_power, LOS_DBM, where=~sim.oper_up[fab.port_link])
+    heat = served_tx / fab.port_speed_floor
+    np.clip(heat, 0.0, 1.0, out=heat)
+    heat *= 8.0
+    np.add(temp_base, heat, out=g[4])
+    g[4] += 0.1 * noise.draw(n)
 
 
 def _count_nics(sim: Simulator, rate: F64, pkts: F64, loss: F64, dead: npt.NDArray[np.bool_],

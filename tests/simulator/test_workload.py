@@ -76,7 +76,7 @@ def test_fair_rates_approach_max_min_on_a_parking_lot() -> None:
     epath = np.array([[0, 1], [0, dummy], [1, dummy], [2, dummy]], np.int32)
     capacity = np.array([10.0, 10.0, 100.0, ph.BIG * 1e9])
     demand = np.array([100.0, 100.0, 100.0, 30.0])
-    rate = ph.fair_rates(epath, demand, capacity, iterations=8)
+    rate, _ = ph.fair_rates(epath, demand, capacity, iterations=8)
     assert rate == pytest.approx([5.0, 5.0, 5.0, 30.0], rel=0.02)
     load = ph.channel_sum(epath, rate, 4)
     assert np.all(load[:3] <= capacity[:3] + 1e-9)
