@@ -122,6 +122,22 @@ class Frame:
         parts["ts_ns"], parts["seq"], parts["raw"] = ts_ns, seq, raw
         return frame
 
+    @staticmethod
+    def again_each(likes: Sequence[Frame], ts_ns: int, seqs: Sequence[int],
+                   raws: Sequence[NDArray[np.uint64]]) -> list[Frame]:
+        """``like.again(ts_ns, seq, raw)`` for each ``like`` with its ``seq`` and ``raw``, in
+        one loop, without a call each (the twin cuts thousands a tick)."""
+        new = object.__new__
+        out: list[Frame] = []
+        add = out.append
+        for like, seq, raw in zip(likes, seqs, raws, strict=True):
+            frame = new(Frame)
+            parts = frame.__dict__
+            parts.update(like.__dict__)
+            parts["ts_ns"], parts["seq"], parts["raw"] = ts_ns, seq, raw
+            add(frame)
+        return out
+
     @property
     def n_samples(self) -> int:
         return len(self.raw)

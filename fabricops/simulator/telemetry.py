@@ -9,7 +9,6 @@ rows; frames are cut per device from port-major views.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -45,7 +44,7 @@ def pfc_names(priorities: tuple[int, ...]) -> tuple[str, ...]:
     return tuple(f"pfc_{d}_pause{{prio={p}}}" for d in ("rx", "tx") for p in priorities)
 
 
-_Cut = tuple[Callable[[int, int, U64], Frame], int, int, int]  # see Telemetry._cuts
+_Cut = tuple[int, int, int]  # see Telemetry._cuts
 
 
 class Telemetry:
@@ -164,26 +163,26 @@ class Telemetry:
         with_silent = set(fab.port_node[self.silent].tolist()) if self.silent.any() else ()
         cuts = self._cuts
         if not with_silent and reporting.all():  # the usual tick: every node, whole
-            return [again(ts_ns, seq, flat[host][a:b])
-                    for (again, host, a, b), seq in zip(cuts, seqs, strict=True)]
+            return Frame.again_each(self._templates, ts_ns, seqs,
+                                    [flat[host][a:b] for host, a, b in cuts])
         out: list[Frame] = []
         add = out.append
         for node in np.flatnonzero(reporting).tolist():
-            again, host, a, b = cuts[node]
+            host, a, b = cuts[node]
+            like = self._templates[node]
             if node in with_silent:
-                like = self._templates[node]
                 start, stop, _ = self._bounds[node]
                 block = flat[host][a:b].reshape(stop - start, -1)
                 out.extend(_without(like.device, ts_ns, seqs[node], like.entities, block,
                                     like.metric, ~self.silent[start:stop]))
                 continue
-            add(again(ts_ns, seqs[node], flat[host][a:b]))
+            add(like.again(ts_ns, seqs[node], flat[host][a:b]))
         return out
 
     @cached_property
     def _cuts(self) -> list[_Cut]:
-        """Per node: its template's ``again``, and where its samples lie in the flat switch
-        port (0) or host (1) matrix of ``frames`` (a node's rows are contiguous in either)."""
+        """Per node, where its samples lie in the flat switch port (0) or host (1) matrix
+        of ``frames`` (a node's rows are contiguous in either)."""
         switch_row = np.full(self.fabric.n_ports, -1, np.int64)
         switch_row[self._switch_ports] = np.arange(len(switch_row[self._switch_ports]))
         cuts: list[_Cut] = []
@@ -192,7 +191,7 @@ class Telemetry:
             first = nic_start if host else int(switch_row[start])
             size = like.n_samples
             a = first * (size // (stop - start)) if stop > start else 0
-            cuts.append((like.again, host, a, a + size))
+            cuts.append((host, a, a + size))
         return cuts
 
 

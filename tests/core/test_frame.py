@@ -414,3 +414,19 @@ def test_again_is_the_same_layout_at_another_time_with_other_values() -> None:
                           first.metric, raw)
     assert (first.ts_ns, first.seq, first.raw.tolist()) == (1_000, 1, [5, 1])
     assert later.entity_idx is first.entity_idx
+
+
+def test_again_each_is_again_for_each_layout_with_its_own_values() -> None:
+    likes = [Frame.build(f"leaf-{i}", 1_000, Source.SIM, 1, [f"leaf-{i}:eth1"] * 2,
+                         ["in_octets", "oper_status"], [5, 1]) for i in range(3)]
+    raws = [np.array([10 * i, 2], np.uint64) for i in range(3)]
+    for raw in raws:
+        raw.flags.writeable = False
+    each = Frame.again_each(likes, 2_000, [7, 8, 9], raws)
+    assert each == [like.again(2_000, seq, raw)
+                    for like, seq, raw in zip(likes, [7, 8, 9], raws, strict=True)]
+    assert [f.device for f in each] == ["leaf-0", "leaf-1", "leaf-2"]
+    assert [f.raw.tolist() for f in each] == [[0, 2], [10, 2], [20, 2]]
+    assert (likes[0].ts_ns, likes[0].seq, likes[0].raw.tolist()) == (1_000, 1, [5, 1])
+    with pytest.raises(ValueError, match="shorter"):
+        Frame.again_each(likes, 2_000, [7, 8], raws)
