@@ -93,6 +93,11 @@ class StepOp(StrEnum):
 
 
 Param = str | int | float | bool
+ON_DEVICE: frozenset[StepOp] = frozenset({StepOp.SHUT_PORT, StepOp.NO_SHUT_PORT,
+                                          StepOp.SET_WEIGHT, StepOp.SET_HASH,
+                                          StepOp.SET_CONFIG})
+"""The steps a switch's own management carries out (target: its port or itself), not a
+scheduler, a host's rate limiter or a ticket."""
 
 
 class Step(BaseModel):

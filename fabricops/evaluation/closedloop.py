@@ -12,13 +12,13 @@ same collective: what the remaining capacity allows.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from fabricops.core.actions import Action, ActionState, Param, Step
+from fabricops.core.actions import ON_DEVICE, Action, ActionState, Param, Step
 from fabricops.core.bus import Topic, topic_name
 from fabricops.core.busio import BusFrameSink, BusIntSink, frames_from_messages
 from fabricops.core.entities import split_port
@@ -30,7 +30,7 @@ from fabricops.evaluation.replay import truth_of
 from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.rca.engine import RcaEngine
 from fabricops.rca.model import RcaModel
-from fabricops.remediation.actuator import Actuators
+from fabricops.remediation.actuator import ActuatorError, Actuators
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.watch import FabricWatch
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
@@ -75,12 +75,16 @@ def scenario_doc(fault: dict[str, Any] | None, *, seed: int, duration_s: float,
 def run_loop(fault: dict[str, Any] | None, model: RcaModel, config: RemediationConfig, *,
              seed: int = 7, duration_s: float = 45.0,
              diagnosis_filter: Callable[[Diagnosis], Diagnosis] | None = None,
-             on_tick: Callable[[RemediationEngine, int], None] | None = None) -> LoopResult:
+             on_tick: Callable[[RemediationEngine, int], None] | None = None,
+             withheld: Collection[str] = ()) -> LoopResult:
     """Run the closed loop once (see the module docstring).
 
     ``diagnosis_filter`` may rewrite each diagnosis before remediation sees it
     (to test what an action that cannot help does); ``on_tick(engine, now_ns)``
-    runs after every tick (a person approving, say).
+    runs after every tick (a person approving, say). The ``withheld`` devices stop
+    reporting when the fault starts, and forward on (an agent or a management
+    network gone): their frames never reach the bus, and the actuator refuses
+    steps on them, as a device that cannot be reached does.
     """
     scenario = scenario_from_dict(scenario_doc(fault, seed=seed, duration_s=duration_s),
                                   "closed loop")
@@ -110,7 +114,9 @@ def run_loop(fault: dict[str, Any] | None, model: RcaModel, config: RemediationC
         rate, phase = meter.step()
         out.goodput_bps.append(rate)
         phases.append(phase)
-        frames_out.publish_frames(sim.frames())
+        quiet = withheld if onset is not None and sim.time_s > onset else ()
+        frames_out.publish_frames([f for f in sim.frames() if f.device not in quiet])
+        actuator.unreachable = frozenset(quiet)
         int_out.publish_int(exporter.build_batch(sim))
         while msgs := consumer.poll(0.0, 100_000):
             frames = list(frames_from_messages(m for m in msgs if m.topic != int_topic))
@@ -194,14 +200,18 @@ class JobMeter:
 
 
 class LoggedActuator(SimulatorActuator):
-    """The simulator actuator, noting at which tick each step was applied."""
+    """The simulator actuator, noting at which tick each step was applied; a step on a
+    device in ``unreachable`` fails, as on a device whose management cannot be reached."""
 
     def __init__(self, sim: Simulator) -> None:
         super().__init__(direct(sim))
         self.sim = sim
         self.log: list[tuple[int, Step, Action]] = []
+        self.unreachable: frozenset[str] = frozenset()
 
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
+        if step.op in ON_DEVICE and step.target.partition(":")[0] in self.unreachable:
+            raise ActuatorError(f"{step.describe()}: unreachable")
         facts = super().apply(step, action)
         self.log.append((self.sim.tick, step, action))
         return facts

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.actions import (
+    ON_DEVICE,
     Action,
     ActionKind,
     ActionMode,
@@ -37,6 +38,7 @@ from fabricops.core.actions import (
 )
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
+from fabricops.rca.detect import STOPPED
 from fabricops.remediation.actuator import ActuatorError, Actuators, inverse
 from fabricops.remediation.policy import PlanError, Policy, PolicyConfig
 from fabricops.remediation.safety import BlastRadius, SafetyConfig
@@ -212,7 +214,7 @@ class RemediationEngine:
             return
         nodes = self.watch.nodes_of(a.target) | set(a.affected_hosts)
         out = self._out_of_service(a)
-        near = self.watch.symptoms_near(frozenset(nodes), out)
+        near = _not_silenced_by(a, self.watch.symptoms_near(frozenset(nodes), out))
         drained = [s.target for s in a.steps if s.op is StepOp.SET_WEIGHT]
         busy = a.kind in DRAINS and self.watch.util_of(drained) > cfg.moved_util
         if not near and not busy:
@@ -291,3 +293,16 @@ class RemediationEngine:
         stored = self.record(new, prior)
         self.actions[stored.id] = stored
         return stored
+
+
+def _not_silenced_by(a: Action, near: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``near`` without a device's silence where no step of ``a`` configures it: a
+    device that does not report was not silenced by an action that left it alone
+    (a link shut at its one end that still reports, the other's agent being gone)."""
+    touched = {s.target.partition(":")[0] for s in a.steps if s.op in ON_DEVICE}
+    out = {}
+    for entity, rules in near.items():
+        kept = rules if entity in touched else [r for r in rules if r != STOPPED]
+        if kept:
+            out[entity] = kept
+    return out

@@ -6,7 +6,11 @@ the defaults:
 
 - bad link (down, flapping, gray loss, degrading optic) -> drain it from
   ECMP/WCMP at both switch ends (or ``shut_link``); a link to a host's NIC
-  cannot be drained around, so its host is replaced instead;
+  cannot be drained around, so its host is replaced instead. Where one end's
+  switch does not report (in the diagnosis's ``missing``: its agent or
+  management network is gone, though it may forward), only the other end can
+  be configured: it is shut, which takes the link out in both directions
+  (``shut_link``); where neither reports, a ticket;
 - PFC deadlock -> shut one link of the cycle (the root), which breaks it;
 - hash polarization -> set the diagnosed switch's ECMP hash back to L3+L4
   (``fix_hash``: its hash ignored the UDP source port, so every queue pair of a
@@ -17,7 +21,8 @@ the defaults:
 - slow receiver, dead NIC -> replace the node (drain it from its job,
   attach a spare);
 - switch down -> drain every neighbour port facing it (traffic moves now,
-  not after routing converges) and raise a ticket;
+  not after routing converges; not on neighbours that do not report) and raise
+  a ticket;
 - ECN misconfiguration -> restore the diagnosed switch's ECN settings (the ECN
   profile of the lossless queue on every port, ``restore_config``) to their intent,
   given as ``intent`` (device -> setting key -> value, see
@@ -138,6 +143,17 @@ class Policy:
             if hosts:
                 return self._replace(split_port(hosts[0])[0], d,
                                      "a host link has no alternative path")
+            silent = set(d.missing)
+            quiet = [p for p in (link.a, link.b) if split_port(p)[0] in silent]
+            if len(quiet) == 2:
+                return self._ticket(d, "neither end of the link reports, so neither can be "
+                                       "configured; a person must look")
+            if quiet:  # only the end that reports can be configured: shut it, which takes
+                # the link out both ways (a weight at one end would leave the other's traffic)
+                (end,) = {link.a, link.b} - set(quiet)
+                return (ActionKind.SHUT_LINK, root, [Step(op=StepOp.SHUT_PORT, target=end)],
+                        f"shut {end}: {split_port(quiet[0])[0]} does not report, so its end "
+                        "cannot be drained")
             op = (StepOp.SET_WEIGHT, {"weight": 0}) if kind is ActionKind.DRAIN_LINK \
                 else (StepOp.SHUT_PORT, {})
             steps = [Step(op=op[0], target=p, params=op[1]) for p in (link.a, link.b)]
@@ -237,11 +253,15 @@ class Policy:
                 continue
             if not self.topology.port_by_id[peer][0].is_host:
                 facing.append(peer)
-        steps = [Step(op=StepOp.SET_WEIGHT, target=p, params={"weight": 0}) for p in facing]
+        silent = set(d.missing)
+        reporting = [p for p in facing if split_port(p)[0] not in silent]
+        steps = [Step(op=StepOp.SET_WEIGHT, target=p, params={"weight": 0}) for p in reporting]
         steps.append(Step(op=StepOp.TICKET, target=d.root,
                           params={"summary": f"{d.root} is down; traffic drained around it"}))
+        quiet = len(facing) - len(reporting)
         return (ActionKind.DRAIN_SWITCH, d.root, steps,
-                f"drain {len(facing)} neighbour ports facing it and raise a ticket")
+                f"drain {len(reporting)} neighbour ports facing it and raise a ticket"
+                + (f" ({quiet} more on neighbours that do not report)" if quiet else ""))
 
     @staticmethod
     def _ticket(d: Diagnosis, why: str) -> tuple[ActionKind, str, list[Step], str]:

@@ -78,6 +78,29 @@ def test_an_incast_is_paced_at_the_victim_and_the_job_recovers() -> None:
     assert r.throughput_share >= 0.95
 
 
+@pytest.mark.parametrize("fault", [FaultType.LINK_DOWN, FaultType.LINK_FLAP],
+                         ids=lambda f: f.value)
+def test_a_link_at_a_switch_whose_agent_is_gone_is_shut_at_its_other_end(
+        fault: FaultType) -> None:
+    """The spine stops reporting as the fault starts, forwards on, and refuses every
+    configuration step: the link is shut at the leaf, and stays so (its silence is not
+    what the action was to clear)."""
+    spec = fault_for(fault)
+    leaf_end, spine_end = sorted(spec["entity"].split("~"))
+    spine = spine_end.split(":")[0]
+    assert spine.startswith("spine")
+    r = run_loop(spec, model(), auto(), withheld=(spine,))
+    assert r.locate_s is not None
+    assert any(spine in d.missing for d in r.diagnoses)
+    (shut,) = [a for a in r.actions if a.state is ActionState.VERIFIED]
+    assert (shut.kind, shut.target) == (ActionKind.SHUT_LINK, spec["entity"])
+    assert shut.steps == (Step(op=StepOp.SHUT_PORT, target=leaf_end),)
+    failed = [a for a in r.actions if a is not shut]  # before the spine's silence showed
+    assert all(a.state is ActionState.FAILED and "unreachable" in a.audit[-1].note
+               for a in failed)
+    assert r.throughput_share >= 0.95
+
+
 def test_a_fault_free_run_gets_no_action() -> None:
     r = run_loop(None, model(), auto(), duration_s=90)
     assert r.diagnoses == []

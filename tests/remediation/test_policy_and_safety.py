@@ -49,6 +49,44 @@ def test_a_bad_fabric_link_is_drained_at_both_switch_ends() -> None:
     assert "gray_loss" in a.reason
 
 
+@pytest.mark.parametrize("fault", ["link_down", "link_flap", "gray_loss", "pfc_deadlock"])
+def test_a_link_whose_one_switch_does_not_report_is_shut_at_the_end_that_does(
+        fault: str) -> None:
+    link = TOPO.link_by_id[SWITCH_LINKS[0]]
+    quiet, end = link.b.split(":")[0], link.a
+    d = diagnosis(fault, link.id).model_copy(update={"missing": ("leaf-x", quiet)})
+    a = policy().plan(d, mode=ActionMode.AUTO, ts_ns=5)
+    assert (a.kind, a.target) == (ActionKind.SHUT_LINK, link.id)
+    assert [(s.op, s.target) for s in a.steps] == [(StepOp.SHUT_PORT, end)]
+    assert f"{quiet} does not report" in a.reason
+    assert inverse(a.steps[0], {}) == (Step(op=StepOp.NO_SHUT_PORT, target=end),)
+
+
+def test_a_link_neither_of_whose_switches_reports_gets_a_ticket() -> None:
+    link = TOPO.link_by_id[SWITCH_LINKS[0]]
+    ends = tuple(p.split(":")[0] for p in (link.a, link.b))
+    a = policy().plan(diagnosis("link_flap", link.id).model_copy(update={"missing": ends}),
+                      mode=ActionMode.AUTO, ts_ns=5)
+    assert a.kind is ActionKind.TICKET
+    assert [s.op for s in a.steps] == [StepOp.TICKET]
+    assert "neither end" in a.reason
+
+
+def test_a_down_switch_is_drained_only_at_the_neighbours_that_report() -> None:
+    spine = next(s for s in SWITCHES if s.startswith("spine"))
+    facing = [TOPO.peer_of[f"{spine}:{p.name}"] for p in TOPO.node_by_id[spine].ports
+              if f"{spine}:{p.name}" in TOPO.peer_of]
+    quiet = facing[0].split(":")[0]
+    d = diagnosis("switch_down", spine).model_copy(update={"missing": (quiet,)})
+    a = policy().plan(d, mode=ActionMode.AUTO, ts_ns=5)
+    drained = [s.target for s in a.steps if s.op is StepOp.SET_WEIGHT]
+    assert drained == [p for p in facing if not p.startswith(f"{quiet}:")]
+    on_quiet = sum(p.startswith(f"{quiet}:") for p in facing)
+    assert on_quiet >= 1
+    assert len(drained) == len(facing) - on_quiet
+    assert f"{on_quiet} more on neighbours that do not report" in a.reason
+
+
 def test_a_bad_host_link_replaces_the_host_instead() -> None:
     link = TOPO.link_by_id[HOST_LINKS[0]]
     host = next(p for p in (link.a, link.b) if TOPO.port_by_id[p][0].is_host).split(":")[0]
