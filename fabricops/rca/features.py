@@ -142,8 +142,16 @@ class Candidates:
 
 
 def pause_cycles(ix: PortIndex, sig: PortSignals, full: float = 0.9) -> B:
-    """Per port: its egress channel is on a cycle of fully paused channels."""
-    paused = np.flatnonzero((sig.pause_rx >= full) & (ix.peer >= 0))
+    """Per port: its egress channel is on a cycle of fully paused channels. A channel is
+    paused by its sender's account (pause frames received); where the sender does not
+    report, by its receiver's (pause frames sent), so a cycle through a switch that
+    stopped reporting but forwards still closes."""
+    has = ix.peer >= 0
+    seen = ~(sig.missing | sig.node_missing)
+    told = np.zeros(ix.n_ports, bool)
+    peer = ix.peer[has]
+    told[has] = seen[peer] & (sig.pause_tx[peer] >= full)
+    paused = np.flatnonzero(has & np.where(seen, sig.pause_rx >= full, told))
     out = np.zeros(ix.n_ports, bool)
     if paused.size < 2:
         return out

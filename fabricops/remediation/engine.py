@@ -13,7 +13,8 @@ Call ``on_diagnosis`` for each diagnosis and ``tick`` once per telemetry step
    with the reason. A step that fails undoes the steps before it (*failed*);
 4. verifies: once every related symptom has stayed clear for
    ``verify_hold_s`` (and drained ports carry no traffic) the action is
-   *verified*; if ``verify_deadline_s`` passes first it is rolled back.
+   *verified*; if ``verify_deadline_s`` passes first it is rolled back. A
+   device's silence counts only if a step of the action configured it.
 
 Every move is an audit entry handed to ``record`` (store, bus, webhook).
 """

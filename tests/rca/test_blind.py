@@ -104,3 +104,24 @@ def test_a_higher_score_the_model_gave_keeps_its_type() -> None:
     name_blind_links(_symptoms([3], [0, 1]), x, ends, root, best, 0.9)
     assert (root[0], best[0]) == (0.95, 7)
     assert (root[1], best[1]) == (0.9, LINK_DOWN)
+
+
+CYCLE = {"agg-0-0:eth1~leaf-0-0:eth3", "agg-0-1:eth1~leaf-0-0:eth4",
+         "agg-0-1:eth2~leaf-0-1:eth4", "agg-0-0:eth2~leaf-0-1:eth3"}
+"""The four links of the buffer cycle a deadlock on the first of them makes in pod 0."""
+
+
+@pytest.mark.parametrize("blind", ["agg-0-0", "leaf-0-0"])
+def test_a_deadlock_through_a_blind_switch_still_closes_its_cycle(blind: str) -> None:
+    """The blind switch's channels are paused by their receivers' account (the pause
+    frames they send), so the cycle closes: a link of it is named every step. Taking
+    paused channels only from their senders' account named nothing here."""
+    first = "agg-0-0:eth1~leaf-0-0:eth3"
+    steps = _run(blind, FaultSpec(type=FaultType.PFC_DEADLOCK, entity=first, start_s=15.0),
+                 ticks=26)
+    for step in steps[16:]:
+        named = [(d.root, d.fault_type) for d in step.diagnoses]
+        assert named, "a link of the cycle is named"
+        assert {root for root, _ in named} <= CYCLE
+        assert {fault for _, fault in named} == {"pfc_deadlock"}
+        assert all(blind in d.missing for d in step.diagnoses)

@@ -101,6 +101,23 @@ def test_a_link_at_a_switch_whose_agent_is_gone_is_shut_at_its_other_end(
     assert r.throughput_share >= 0.95
 
 
+def test_a_deadlock_through_a_switch_whose_agent_is_gone_is_broken_and_no_host_moves(
+        ) -> None:
+    """The cycle through the silent spine still closes (its channels paused by the
+    receivers' account): a link of it is shut, and no host is replaced (before, host
+    links were named and their hosts replaced, and the job stayed stopped)."""
+    spec = fault_for(FaultType.PFC_DEADLOCK)
+    spine = next(p.split(":")[0] for p in spec["entity"].split("~") if p.startswith("spine"))
+    r = run_loop(spec, model(), auto(), withheld=(spine,))
+    verified = [a for a in r.actions if a.state is ActionState.VERIFIED]
+    assert verified
+    assert {a.kind for a in verified} == {ActionKind.SHUT_LINK}
+    assert {d.fault_type for d in r.diagnoses} <= {"pfc_deadlock", "link_down"}
+    assert not [a for a in r.actions if a.kind is ActionKind.REPLACE_NODE]
+    assert r.recover_s is not None, r.relative
+    assert r.throughput_share >= 0.95
+
+
 def test_a_fault_free_run_gets_no_action() -> None:
     r = run_loop(None, model(), auto(), duration_s=90)
     assert r.diagnoses == []
