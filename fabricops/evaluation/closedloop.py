@@ -30,7 +30,7 @@ from fabricops.evaluation.replay import truth_of
 from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.rca.engine import RcaEngine
 from fabricops.rca.model import RcaModel
-from fabricops.remediation.actuator import ActuatorError, Actuators
+from fabricops.remediation.actuator import Actuators, UnreachableError
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.watch import FabricWatch
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
@@ -210,8 +210,9 @@ class LoggedActuator(SimulatorActuator):
         self.unreachable: frozenset[str] = frozenset()
 
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
-        if step.op in ON_DEVICE and step.target.partition(":")[0] in self.unreachable:
-            raise ActuatorError(f"{step.describe()}: unreachable")
+        device = step.target.partition(":")[0]
+        if step.op in ON_DEVICE and device in self.unreachable:
+            raise UnreachableError(f"{step.describe()}: unreachable", device)
         facts = super().apply(step, action)
         self.log.append((self.sim.tick, step, action))
         return facts

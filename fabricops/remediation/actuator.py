@@ -28,6 +28,15 @@ class ActuatorError(RuntimeError):
     """A step that could not be carried out; the message names the target and the cause."""
 
 
+class UnreachableError(ActuatorError):
+    """A step whose device's management did not answer (unreachable, or no answer in
+    time): the device may forward on, but cannot be configured now."""
+
+    def __init__(self, message: str, device: str) -> None:
+        super().__init__(message)
+        self.device = device
+
+
 class Actuator(Protocol):
     """Carries out steps of the operations in ``ops``."""
 
@@ -107,18 +116,24 @@ class Actuators:
 
 
 class RecordingActuator:
-    """A fake actuator: records each step; targets in ``fail`` raise ActuatorError."""
+    """A fake actuator: records each step; targets in ``fail`` raise ActuatorError, and
+    the ports and devices of the devices in ``unreachable`` UnreachableError."""
 
     name = "recording"
 
     def __init__(self, ops: frozenset[StepOp] = frozenset(StepOp),
-                 fail: frozenset[str] = frozenset()) -> None:
+                 fail: frozenset[str] = frozenset(),
+                 unreachable: frozenset[str] = frozenset()) -> None:
         self.ops = ops
         self.fail = fail
+        self.unreachable = unreachable
         self.applied: list[Step] = []
         self._lock = threading.Lock()
 
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
+        device = step.target.partition(":")[0]
+        if device in self.unreachable:
+            raise UnreachableError(f"{step.describe()}: unreachable", device)
         if step.target in self.fail:
             raise ActuatorError(f"{step.describe()}: refused by the device")
         with self._lock:

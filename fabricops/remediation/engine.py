@@ -7,7 +7,10 @@ Call ``on_diagnosis`` for each diagnosis and ``tick`` once per telemetry step
    has a live action, and one whose root is already remedied;
 2. plans the remedy (``Policy``) and records it as *proposed*. In ``observe``
    mode it stays so (even an approved action is not applied); in ``approve``
-   mode it waits for a person; in ``auto`` mode it is approved at once;
+   mode it waits for a person; in ``auto`` mode it is approved at once, and
+   if a step fails because its device does not answer, the diagnosis is
+   planned again with that device among the ``missing`` (a link is then shut
+   at its other end);
 3. applies an approved action only if the blast radius admits it and the
    pre-check on the load twin predicts no overload; else it is *rejected*
    with the reason. A step that fails undoes the steps before it (*failed*);
@@ -40,7 +43,7 @@ from fabricops.core.actions import (
 from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
 from fabricops.rca.detect import STOPPED
-from fabricops.remediation.actuator import ActuatorError, Actuators, inverse
+from fabricops.remediation.actuator import ActuatorError, Actuators, UnreachableError, inverse
 from fabricops.remediation.policy import PlanError, Policy, PolicyConfig
 from fabricops.remediation.safety import BlastRadius, SafetyConfig
 from fabricops.remediation.twin import LoadTwin
@@ -85,6 +88,7 @@ class RemediationEngine:
         self.actions: dict[str, Action] = {}
         self._applied_ns: dict[str, int] = {}
         self._clear_since: dict[str, int] = {}
+        self._unreachable: dict[str, str] = {}  # action id -> the device that did not answer
         reg = registry if registry is not None else CollectorRegistry()
         self.m_moves = Counter("fabricops_remediation_moves", "Action state changes, by state",
                                ["state"], registry=reg)
@@ -117,6 +121,11 @@ class RemediationEngine:
             action = self._move(action, ActionState.APPROVED, now_ns, "auto",
                                 "auto mode: approved by policy")
             action = self._apply(action, now_ns)
+            gone = self._unreachable.pop(action.id, None)
+            if gone is not None and gone not in d.missing:  # plan again, that device aside
+                again = self.on_diagnosis(d.model_copy(update={"missing": (*d.missing, gone)}),
+                                          now_ns)
+                return again or action
         return action
 
     def submit(self, action: Action, now_ns: int) -> Action:
@@ -180,6 +189,8 @@ class RemediationEngine:
             try:
                 name, facts = self.actuators.apply(step, a)
             except ActuatorError as exc:
+                if isinstance(exc, UnreachableError):
+                    self._unreachable[a.id] = exc.device
                 left = self._run_undo(undo, a)
                 note = f"{exc}; undid {len(undo)} step(s)" + (f", could not: {left}"
                                                                if left else "")

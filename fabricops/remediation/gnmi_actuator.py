@@ -56,7 +56,7 @@ from fabricops.core.actions import Action, Param, Step, StepOp
 from fabricops.core.entities import PORT_SEP, EntityError, split_port
 from fabricops.core.inventory import Inventory
 from fabricops.core.openconfig import bare_name
-from fabricops.remediation.actuator import PREVIOUS, ActuatorError
+from fabricops.remediation.actuator import PREVIOUS, ActuatorError, UnreachableError
 
 _MAX_MESSAGE_BYTES = 4 << 20
 
@@ -125,6 +125,8 @@ class GnmiSetActuator:
             facts = asyncio.run(self._carry_out(step, endpoint))
         except _SetFailedError as exc:
             self._count(step, exc.outcome)
+            if exc.outcome in ("unreachable", "timeout"):
+                raise UnreachableError(f"{step.describe()}: {exc}", endpoint.device) from None
             raise ActuatorError(f"{step.describe()}: {exc}") from None
         self._count(step, "ok")
         return facts

@@ -15,7 +15,7 @@ from pydantic import SecretStr
 from fabricops.core.actions import Action, ActionKind, Step, StepOp
 from fabricops.core.inventory import GnmiCredentials, Inventory, Target
 from fabricops.core.topology import Topology
-from fabricops.remediation.actuator import ActuatorError, Actuators, inverse
+from fabricops.remediation.actuator import ActuatorError, Actuators, UnreachableError, inverse
 from fabricops.remediation.gnmi_actuator import (
     GnmiSetActuator,
     GnmiSetConfig,
@@ -255,6 +255,8 @@ def test_an_unreachable_target_fails_within_the_timeout(make_action: ActionFacto
     assert time.monotonic() - started < 2.0 + 1.0
     assert f"shut_port {PORT}: leaf-1 at {address}: " in str(err.value)
     assert "unreachable" in str(err.value) or "no answer within 2 s" in str(err.value)
+    assert isinstance(err.value, UnreachableError), "the engine plans again without it"
+    assert err.value.device == "leaf-1"
 
 
 def test_a_device_without_an_address_is_refused(make_action: ActionFactory) -> None:

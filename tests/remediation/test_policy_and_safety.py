@@ -87,6 +87,28 @@ def test_a_down_switch_is_drained_only_at_the_neighbours_that_report() -> None:
     assert f"{on_quiet} more on neighbours that do not report" in a.reason
 
 
+def test_a_drain_that_meets_a_device_that_does_not_answer_is_planned_again_without_it(
+        ) -> None:
+    """Before the RCA sees the switch fall silent, the drain goes to both ends; the far
+    end's management does not answer, so the drain is undone and the link shut at once
+    at the end that does."""
+    link = TOPO.link_by_id[SWITCH_LINKS[0]]
+    quiet = link.b.split(":")[0]
+    actuator = RecordingActuator(unreachable=frozenset({quiet}))
+    engine = RemediationEngine(RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO)),
+                               TOPO, Actuators.single(actuator), FabricWatch(TOPO), PLACEMENT)
+    a = engine.on_diagnosis(diagnosis("link_flap", link.id), 10)
+    assert a is not None
+    assert (a.kind, a.state, a.steps) == (ActionKind.SHUT_LINK, ActionState.APPLIED,
+                                          (Step(op=StepOp.SHUT_PORT, target=link.a),))
+    (drain,) = [x for x in engine.actions.values() if x.kind is ActionKind.DRAIN_LINK]
+    assert drain.state is ActionState.FAILED
+    assert "unreachable; undid 1 step(s)" in drain.audit[-1].note
+    assert [(s.op, s.target) for s in actuator.applied] == [
+        (StepOp.SET_WEIGHT, link.a), (StepOp.SET_WEIGHT, link.a), (StepOp.SHUT_PORT, link.a)]
+    assert actuator.applied[1].params == {"weight": 1}, "the drain's first step undone"
+
+
 def test_a_bad_host_link_replaces_the_host_instead() -> None:
     link = TOPO.link_by_id[HOST_LINKS[0]]
     host = next(p for p in (link.a, link.b) if TOPO.port_by_id[p][0].is_host).split(":")[0]
