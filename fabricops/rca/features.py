@@ -147,11 +147,13 @@ def pause_cycles(ix: PortIndex, sig: PortSignals, full: float = 0.9) -> B:
     report, by its receiver's (pause frames sent), so a cycle through a switch that
     stopped reporting but forwards still closes."""
     has = ix.peer >= 0
-    seen = ~(sig.missing | sig.node_missing)
-    told = np.zeros(ix.n_ports, bool)
-    peer = ix.peer[has]
-    told[has] = seen[peer] & (sig.pause_tx[peer] >= full)
-    paused = np.flatnonzero(has & np.where(seen, sig.pause_rx >= full, told))
+    by_sender = has & (sig.pause_rx >= full)
+    blind = np.flatnonzero(has & (sig.missing | sig.node_missing))
+    if blind.size:  # usually none
+        peer = ix.peer[blind]
+        by_sender[blind] = (~(sig.missing[peer] | sig.node_missing[peer])
+                            & (sig.pause_tx[peer] >= full))
+    paused = np.flatnonzero(by_sender)
     out = np.zeros(ix.n_ports, bool)
     if paused.size < 2:
         return out
