@@ -9,8 +9,8 @@ Call ``on_diagnosis`` for each diagnosis and ``tick`` once per telemetry step
    mode it stays so (even an approved action is not applied); in ``approve``
    mode it waits for a person; in ``auto`` mode it is approved at once, and
    if a step fails because its device does not answer, the diagnosis is
-   planned again with that device among the ``missing`` (a link is then shut
-   at its other end);
+   planned once more with that device among the ``missing`` (a link is then
+   shut at its other end);
 3. applies an approved action only if the blast radius admits it and the
    pre-check on the load twin predicts no overload; else it is *rejected*
    with the reason. A step that fails undoes the steps before it (*failed*);
@@ -97,7 +97,19 @@ class RemediationEngine:
                                  registry=reg)
 
     def on_diagnosis(self, d: Diagnosis, now_ns: int) -> Action | None:
-        """Propose (and in auto mode apply) the remedy for ``d``; None if none is due."""
+        """Propose (and in auto mode apply) the remedy for ``d``; None if none is due. If a
+        step fails because its device does not answer, the remedy is planned once more
+        with that device among the missing (once: each try may wait a whole timeout)."""
+        action = self._remedy(d, now_ns)
+        gone = self._unreachable.pop(action.id, None) if action is not None else None
+        if gone is None or gone in d.missing:
+            return action
+        again = self._remedy(d.model_copy(update={"missing": (*d.missing, gone)}), now_ns)
+        if again is not None:
+            self._unreachable.pop(again.id, None)
+        return again or action
+
+    def _remedy(self, d: Diagnosis, now_ns: int) -> Action | None:
         safety = self.config.safety
         if d.confidence < safety.confidence_floor:
             self.m_ignored.labels("below_floor").inc()
@@ -121,11 +133,6 @@ class RemediationEngine:
             action = self._move(action, ActionState.APPROVED, now_ns, "auto",
                                 "auto mode: approved by policy")
             action = self._apply(action, now_ns)
-            gone = self._unreachable.pop(action.id, None)
-            if gone is not None and gone not in d.missing:  # plan again, that device aside
-                again = self.on_diagnosis(d.model_copy(update={"missing": (*d.missing, gone)}),
-                                          now_ns)
-                return again or action
         return action
 
     def submit(self, action: Action, now_ns: int) -> Action:

@@ -109,6 +109,22 @@ def test_a_drain_that_meets_a_device_that_does_not_answer_is_planned_again_witho
     assert actuator.applied[1].params == {"weight": 1}, "the drain's first step undone"
 
 
+def test_a_remedy_is_planned_again_only_once_when_devices_do_not_answer() -> None:
+    """Neither end answers: the drain fails at the first, the shut at the second, and
+    nothing more is tried (each try may wait a whole timeout)."""
+    link = TOPO.link_by_id[SWITCH_LINKS[0]]
+    ends = frozenset(p.split(":")[0] for p in (link.a, link.b))
+    actuator = RecordingActuator(unreachable=ends)
+    engine = RemediationEngine(RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO)),
+                               TOPO, Actuators.single(actuator), FabricWatch(TOPO), PLACEMENT)
+    a = engine.on_diagnosis(diagnosis("link_flap", link.id), 10)
+    assert a is not None
+    assert (a.kind, a.state) == (ActionKind.SHUT_LINK, ActionState.FAILED)
+    assert sorted((x.kind.value, x.state.value) for x in engine.actions.values()) == [
+        ("drain_link", "failed"), ("shut_link", "failed")]
+    assert actuator.applied == []
+
+
 def test_a_bad_host_link_replaces_the_host_instead() -> None:
     link = TOPO.link_by_id[HOST_LINKS[0]]
     host = next(p for p in (link.a, link.b) if TOPO.port_by_id[p][0].is_host).split(":")[0]
