@@ -44,7 +44,7 @@ from fabricops.core.records import Diagnosis
 from fabricops.core.topology import Topology
 from fabricops.rca.detect import STOPPED
 from fabricops.remediation.actuator import ActuatorError, Actuators, UnreachableError, inverse
-from fabricops.remediation.policy import PlanError, Policy, PolicyConfig
+from fabricops.remediation.policy import PlanError, Policy, PolicyConfig, action_id
 from fabricops.remediation.safety import BlastRadius, SafetyConfig
 from fabricops.remediation.twin import LoadTwin
 from fabricops.remediation.watch import FabricWatch
@@ -104,12 +104,16 @@ class RemediationEngine:
         gone = self._unreachable.pop(action.id, None) if action is not None else None
         if gone is None or gone in d.missing:
             return action
-        again = self._remedy(d.model_copy(update={"missing": (*d.missing, gone)}), now_ns)
+        again = self._remedy(d.model_copy(update={"missing": (*d.missing, gone)}), now_ns,
+                             without=gone)
         if again is not None:
             self._unreachable.pop(again.id, None)
         return again or action
 
-    def _remedy(self, d: Diagnosis, now_ns: int) -> Action | None:
+    def _remedy(self, d: Diagnosis, now_ns: int, without: str = "") -> Action | None:
+        """``on_diagnosis`` once; ``without``: the device a first try found unreachable,
+        which gives the new plan an id of its own (a switch's drain planned again
+        without a neighbour is the same incident, kind and target)."""
         safety = self.config.safety
         if d.confidence < safety.confidence_floor:
             self.m_ignored.labels("below_floor").inc()
@@ -121,6 +125,9 @@ class RemediationEngine:
                 return None
         try:
             action = self.policy.plan(d, mode=safety.mode, ts_ns=now_ns)
+            if without:
+                action = action.model_copy(update={"id": action_id(
+                    d.id, action.kind, f"{action.target} without {without}")})
         except PlanError as exc:
             self.m_ignored.labels("unplannable").inc()
             log.warning("remediation: diagnosis %s: %s", d.id, exc)

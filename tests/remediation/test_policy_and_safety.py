@@ -125,6 +125,26 @@ def test_a_remedy_is_planned_again_only_once_when_devices_do_not_answer() -> Non
     assert actuator.applied == []
 
 
+def test_a_switch_drain_meeting_a_neighbour_that_does_not_answer_goes_on_without_it(
+        ) -> None:
+    spine = next(s for s in SWITCHES if s.startswith("spine"))
+    facing = [TOPO.peer_of[f"{spine}:{p.name}"] for p in TOPO.node_by_id[spine].ports
+              if f"{spine}:{p.name}" in TOPO.peer_of]
+    quiet = facing[-1].split(":")[0]
+    actuator = RecordingActuator(unreachable=frozenset({quiet}))
+    cfg = RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO, max_uplink_share=1.0))
+    engine = RemediationEngine(cfg, TOPO, Actuators.single(actuator), FabricWatch(TOPO),
+                               PLACEMENT)
+    a = engine.on_diagnosis(diagnosis("switch_down", spine), 10)
+    assert a is not None
+    assert (a.kind, a.state) == (ActionKind.DRAIN_SWITCH, ActionState.APPLIED)
+    assert [s.target for s in a.steps if s.op is StepOp.SET_WEIGHT] == [
+        p for p in facing if not p.startswith(f"{quiet}:")]
+    (first,) = [x for x in engine.actions.values() if x.id != a.id]
+    assert (first.kind, first.state) == (ActionKind.DRAIN_SWITCH, ActionState.FAILED)
+    assert engine.on_diagnosis(diagnosis("switch_down", spine), 11) is None, "handled"
+
+
 def test_a_bad_host_link_replaces_the_host_instead() -> None:
     link = TOPO.link_by_id[HOST_LINKS[0]]
     host = next(p for p in (link.a, link.b) if TOPO.port_by_id[p][0].is_host).split(":")[0]
