@@ -88,7 +88,7 @@ class RemediationEngine:
         self.actions: dict[str, Action] = {}
         self._applied_ns: dict[str, int] = {}
         self._clear_since: dict[str, int] = {}
-        self._unreachable: dict[str, str] = {}  # action id -> the device that did not answer
+        self._gone = ""  # the device that did not answer in the last _apply, if one did
         reg = registry if registry is not None else CollectorRegistry()
         self.m_moves = Counter("fabricops_remediation_moves", "Action state changes, by state",
                                ["state"], registry=reg)
@@ -100,14 +100,13 @@ class RemediationEngine:
         """Propose (and in auto mode apply) the remedy for ``d``; None if none is due. If a
         step fails because its device does not answer, the remedy is planned once more
         with that device among the missing (once: each try may wait a whole timeout)."""
+        self._gone = ""
         action = self._remedy(d, now_ns)
-        gone = self._unreachable.pop(action.id, None) if action is not None else None
-        if gone is None or gone in d.missing:
+        gone = self._gone
+        if not gone or gone in d.missing:
             return action
         again = self._remedy(d.model_copy(update={"missing": (*d.missing, gone)}), now_ns,
                              without=gone)
-        if again is not None:
-            self._unreachable.pop(again.id, None)
         return again or action
 
     def _remedy(self, d: Diagnosis, now_ns: int, without: str = "") -> Action | None:
@@ -199,12 +198,13 @@ class RemediationEngine:
             return self._move(a, ActionState.REJECTED, now_ns, refusal[0], refusal[1])
         undo: list[Step] = []
         used = set()
+        self._gone = ""
         for step in a.steps:
             try:
                 name, facts = self.actuators.apply(step, a)
             except ActuatorError as exc:
                 if isinstance(exc, UnreachableError):
-                    self._unreachable[a.id] = exc.device
+                    self._gone = exc.device
                 left = self._run_undo(undo, a)
                 note = f"{exc}; undid {len(undo)} step(s)" + (f", could not: {left}"
                                                                if left else "")
