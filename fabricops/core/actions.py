@@ -20,6 +20,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricops.core.bus import Topic
+from fabricops.core.entities import PORT_SEP
 from fabricops.core.wire_records import WireModel
 
 
@@ -108,6 +109,11 @@ class Step(BaseModel):
     op: StepOp
     target: str = Field(min_length=1, max_length=255)
     params: dict[str, Param] = Field(default_factory=dict)
+
+    @property
+    def device(self) -> str:
+        """The node the step acts on: a port's node, or the target itself."""
+        return self.target.partition(PORT_SEP)[0]
 
     def describe(self) -> str:
         extra = " ".join(f"{k}={v}" for k, v in sorted(self.params.items()))

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricops.core.actions import ON_DEVICE, Action, ActionState, Param, Step
+from fabricops.core.actions import Action, ActionState, Param, Step
 from fabricops.core.bus import Topic, topic_name
 from fabricops.core.busio import BusFrameSink, BusIntSink, frames_from_messages
 from fabricops.core.entities import split_port
@@ -30,7 +30,7 @@ from fabricops.evaluation.replay import truth_of
 from fabricops.evaluation.sim_actuator import SimulatorActuator, direct
 from fabricops.rca.engine import RcaEngine
 from fabricops.rca.model import RcaModel
-from fabricops.remediation.actuator import Actuators, UnreachableError
+from fabricops.remediation.actuator import Actuators, refuse_unreachable
 from fabricops.remediation.engine import RemediationConfig, RemediationEngine
 from fabricops.remediation.watch import FabricWatch
 from fabricops.simulator.agents.int_exporter import IntExporter, IntExporterConfig, ListSender
@@ -210,9 +210,7 @@ class LoggedActuator(SimulatorActuator):
         self.unreachable: frozenset[str] = frozenset()
 
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
-        device = step.target.partition(":")[0]
-        if step.op in ON_DEVICE and device in self.unreachable:
-            raise UnreachableError(f"{step.describe()}: unreachable", device)
+        refuse_unreachable(step, self.unreachable)
         facts = super().apply(step, action)
         self.log.append((self.sim.tick, step, action))
         return facts

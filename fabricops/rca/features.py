@@ -148,11 +148,11 @@ def pause_cycles(ix: PortIndex, sig: PortSignals, full: float = 0.9) -> B:
     stopped reporting but forwards still closes."""
     has = ix.peer >= 0
     by_sender = has & (sig.pause_rx >= full)
-    blind = np.flatnonzero(has & (sig.missing | sig.node_missing))
+    silent = sig.silent
+    blind = np.flatnonzero(has & silent)
     if blind.size:  # usually none
         peer = ix.peer[blind]
-        by_sender[blind] = (~(sig.missing[peer] | sig.node_missing[peer])
-                            & (sig.pause_tx[peer] >= full))
+        by_sender[blind] = ~silent[peer] & (sig.pause_tx[peer] >= full)
     paused = np.flatnonzero(by_sender)
     out = np.zeros(ix.n_ports, bool)
     if paused.size < 2:
@@ -214,7 +214,7 @@ def features(ix: PortIndex, cand: Candidates, sig: PortSignals, paths: PathStats
     g[:] = [
         float(_log(sig.fcs_ratio).max(initial=0.0)), float(sig.pause_tx.max(initial=0.0)),
         float(np.count_nonzero(sig.oper_down)) / 2.0, float(sig.imbalance.max(initial=0.0)),
-        float(np.count_nonzero(sig.node_missing | sig.missing)), float(cyc.any()),
+        float(np.count_nonzero(sig.silent)), float(cyc.any()),
         float(votes.max(initial=0.0)),
     ]
     return x
@@ -238,7 +238,7 @@ def _links(ix: PortIndex, sig: PortSignals, x: F64, cyc: B, share: F64, votes: F
         "l_util": both(np.maximum(sig.util_tx, sig.util_rx))[0],
         "l_ecn": both(sig.ecn_ratio)[0], "l_queue": both(sig.queue)[0] / 1e6,
         "l_host": (ix.port_is_nic[a] | ix.port_is_nic[b]).astype(float),
-        "l_missing": both(sig.missing | sig.node_missing)[0],
+        "l_missing": both(sig.silent)[0],
         "l_cycle": both(cyc)[0], "l_vote_share": share,
         "l_vote_rel": votes / max(float(votes.max(initial=0.0)), 1e-9),
         "l_discards": _log(both(sig.discards)[0]),
@@ -263,7 +263,7 @@ def _switches(ix: PortIndex, sig: PortSignals, x: F64, cyc: B, paths: PathStats)
     # neighbours' ports that face this switch and still report, and which of them see
     # the link down (a silent neighbour says nothing; when a plane goes down, one
     # switch's neighbours are the others, and only the live ones can tell)
-    heard = has_peer & ~(sig.missing | sig.node_missing)[peer]
+    heard = has_peer & ~sig.silent[peer]
     facing_down = np.where(heard, sig.oper_down[peer].astype(float), 0.0)
     n_ports = _per_node(ix, heard.astype(float), "sum")
     nbr_down = _per_node(ix, facing_down, "sum")

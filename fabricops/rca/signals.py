@@ -61,6 +61,12 @@ class PortSignals:
     imbalance: F64  # per node: ECMP uplink imbalance above its baseline
     rx_sustained: F64  # receive utilization averaged over the last few seconds
 
+    @property
+    def silent(self) -> B:
+        """Per port: its data is not fresh (the port stopped reporting, or its node)."""
+        out: B = self.missing | self.node_missing
+        return out
+
 
 class Signals:
     """Derive PortSignals step by step; keeps the baselines between steps."""
@@ -166,7 +172,7 @@ def unstable_nodes(ix: PortIndex, sig: PortSignals, flapping: float = 0.05) -> B
     shaky_port = sig.oper_down | (sig.flaps > flapping)
     peer = ix.peer[shaky_port]
     shaky = ix.port_node[np.concatenate((np.flatnonzero(shaky_port), peer[peer >= 0]))]
-    silent = ix.port_node[sig.missing | sig.node_missing]
+    silent = ix.port_node[sig.silent]
     out: B = np.bincount(np.concatenate((shaky, silent)), minlength=ix.n_nodes) > 0
     return out
 

@@ -15,10 +15,10 @@ discovery by name.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Protocol
 
-from fabricops.core.actions import Action, Param, Step, StepOp
+from fabricops.core.actions import ON_DEVICE, Action, Param, Step, StepOp
 
 PREVIOUS = "previous."
 """Prefix of the facts a ``set_config`` step returns: ``previous.<setting>`` -> old value."""
@@ -35,6 +35,13 @@ class UnreachableError(ActuatorError):
     def __init__(self, message: str, device: str) -> None:
         super().__init__(message)
         self.device = device
+
+
+def refuse_unreachable(step: Step, unreachable: Collection[str]) -> None:
+    """UnreachableError if ``step`` is one a device's management carries out
+    (``ON_DEVICE``) on a device in ``unreachable``: for fakes of a device gone quiet."""
+    if step.op in ON_DEVICE and step.device in unreachable:
+        raise UnreachableError(f"{step.describe()}: unreachable", step.device)
 
 
 class Actuator(Protocol):
@@ -117,7 +124,7 @@ class Actuators:
 
 class RecordingActuator:
     """A fake actuator: records each step; targets in ``fail`` raise ActuatorError, and
-    the ports and devices of the devices in ``unreachable`` UnreachableError."""
+    steps on the devices in ``unreachable`` UnreachableError (``refuse_unreachable``)."""
 
     name = "recording"
 
@@ -131,9 +138,7 @@ class RecordingActuator:
         self._lock = threading.Lock()
 
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
-        device = step.target.partition(":")[0]
-        if device in self.unreachable:
-            raise UnreachableError(f"{step.describe()}: unreachable", device)
+        refuse_unreachable(step, self.unreachable)
         if step.target in self.fail:
             raise ActuatorError(f"{step.describe()}: refused by the device")
         with self._lock:

@@ -88,7 +88,6 @@ class RemediationEngine:
         self.actions: dict[str, Action] = {}
         self._applied_ns: dict[str, int] = {}
         self._clear_since: dict[str, int] = {}
-        self._gone = ""  # the device that did not answer in the last _apply, if one did
         reg = registry if registry is not None else CollectorRegistry()
         self.m_moves = Counter("fabricops_remediation_moves", "Action state changes, by state",
                                ["state"], registry=reg)
@@ -100,28 +99,28 @@ class RemediationEngine:
         """Propose (and in auto mode apply) the remedy for ``d``; None if none is due. If a
         step fails because its device does not answer, the remedy is planned once more
         with that device among the missing (once: each try may wait a whole timeout)."""
-        self._gone = ""
-        action = self._remedy(d, now_ns)
-        gone = self._gone
+        action, gone = self._remedy(d, now_ns)
         if not gone or gone in d.missing:
             return action
-        again = self._remedy(d.model_copy(update={"missing": (*d.missing, gone)}), now_ns,
-                             without=gone)
+        again, _ = self._remedy(d.model_copy(update={"missing": (*d.missing, gone)}), now_ns,
+                                without=gone)
         return again or action
 
-    def _remedy(self, d: Diagnosis, now_ns: int, without: str = "") -> Action | None:
-        """``on_diagnosis`` once; ``without``: the device a first try found unreachable,
-        which gives the new plan an id of its own (a switch's drain planned again
-        without a neighbour is the same incident, kind and target)."""
+    def _remedy(self, d: Diagnosis, now_ns: int,
+                without: str = "") -> tuple[Action | None, str]:
+        """``on_diagnosis`` once, and the device that did not answer ('' if none);
+        ``without``: the device a first try found unreachable, which gives the new plan
+        an id of its own (a switch's drain planned again without a neighbour is the same
+        incident, kind and target)."""
         safety = self.config.safety
         if d.confidence < safety.confidence_floor:
             self.m_ignored.labels("below_floor").inc()
-            return None
+            return None, ""
         for a in self.actions.values():
             if a.state in LIVE and (a.diagnosis_id == d.id or (
                     a.target == d.root and a.state is not ActionState.PROPOSED)):
                 self.m_ignored.labels("handled").inc()
-                return None
+                return None, ""
         try:
             action = self.policy.plan(d, mode=safety.mode, ts_ns=now_ns)
             if without:
@@ -130,16 +129,16 @@ class RemediationEngine:
         except PlanError as exc:
             self.m_ignored.labels("unplannable").inc()
             log.warning("remediation: diagnosis %s: %s", d.id, exc)
-            return None
+            return None, ""
         if action.id in self.actions:
             self.m_ignored.labels("tried").inc()
-            return None
+            return None, ""
         action = self._store(action, None)
         if safety.mode is ActionMode.AUTO:
             action = self._move(action, ActionState.APPROVED, now_ns, "auto",
                                 "auto mode: approved by policy")
-            action = self._apply(action, now_ns)
-        return action
+            return self._apply(action, now_ns)
+        return action, ""
 
     def submit(self, action: Action, now_ns: int) -> Action:
         """Take an action planned elsewhere (``fabricops config apply``) through the same
@@ -152,7 +151,7 @@ class RemediationEngine:
         if self.config.safety.mode is ActionMode.AUTO:
             action = self._move(action, ActionState.APPROVED, now_ns, "auto",
                                 "auto mode: approved")
-            action = self._apply(action, now_ns)
+            action, _ = self._apply(action, now_ns)
         return action
 
     def confirm(self, action_id: str, now_ns: int, actor: str, note: str) -> Action:
@@ -192,23 +191,23 @@ class RemediationEngine:
         return self._move(self.actions[action_id], ActionState.APPROVED, now_ns, actor,
                           "approved")
 
-    def _apply(self, a: Action, now_ns: int) -> Action:
+    def _apply(self, a: Action, now_ns: int) -> tuple[Action, str]:
+        """Apply ``a`` (or refuse it); the action, and the device that did not answer if
+        a step failed for that ('' otherwise)."""
         refusal = self._refusal(a, now_ns)
         if refusal is not None:
-            return self._move(a, ActionState.REJECTED, now_ns, refusal[0], refusal[1])
+            return self._move(a, ActionState.REJECTED, now_ns, refusal[0], refusal[1]), ""
         undo: list[Step] = []
         used = set()
-        self._gone = ""
         for step in a.steps:
             try:
                 name, facts = self.actuators.apply(step, a)
             except ActuatorError as exc:
-                if isinstance(exc, UnreachableError):
-                    self._gone = exc.device
                 left = self._run_undo(undo, a)
                 note = f"{exc}; undid {len(undo)} step(s)" + (f", could not: {left}"
                                                                if left else "")
-                return self._move(a, ActionState.FAILED, now_ns, "actuator", note)
+                gone = exc.device if isinstance(exc, UnreachableError) else ""
+                return self._move(a, ActionState.FAILED, now_ns, "actuator", note), gone
             used.add(name)
             self._placement_effect(step, facts)
             undo = [*inverse(step, facts), *undo]
@@ -216,7 +215,7 @@ class RemediationEngine:
                        "; ".join(s.describe() for s in a.steps), undo=tuple(undo))
         self.radius.record(a, now_ns)
         self._applied_ns[a.id] = now_ns
-        return a
+        return a, ""
 
     def _refusal(self, a: Action, now_ns: int) -> tuple[str, str] | None:
         why = self.radius.admit(a, now_ns)
@@ -325,7 +324,7 @@ def _not_silenced_by(a: Action, near: dict[str, list[str]]) -> dict[str, list[st
     """``near`` without a device's silence where no step of ``a`` configures it: a
     device that does not report was not silenced by an action that left it alone
     (a link shut at its one end that still reports, the other's agent being gone)."""
-    touched = {s.target.partition(":")[0] for s in a.steps if s.op in ON_DEVICE}
+    touched = {s.device for s in a.steps if s.op in ON_DEVICE}
     out = {}
     for entity, rules in near.items():
         kept = rules if entity in touched else [r for r in rules if r != STOPPED]

@@ -143,8 +143,7 @@ class Policy:
             if hosts:
                 return self._replace(split_port(hosts[0])[0], d,
                                      "a host link has no alternative path")
-            silent = set(d.missing)
-            quiet = [p for p in (link.a, link.b) if split_port(p)[0] in silent]
+            quiet = _not_reporting((link.a, link.b), d)
             if len(quiet) == 2:
                 return self._ticket(d, "neither end of the link reports, so neither can be "
                                        "configured; a person must look")
@@ -253,21 +252,26 @@ class Policy:
                 continue
             if not self.topology.port_by_id[peer][0].is_host:
                 facing.append(peer)
-        silent = set(d.missing)
-        reporting = [p for p in facing if split_port(p)[0] not in silent]
+        quiet = _not_reporting(facing, d)
+        reporting = [p for p in facing if p not in quiet]
         steps = [Step(op=StepOp.SET_WEIGHT, target=p, params={"weight": 0}) for p in reporting]
         steps.append(Step(op=StepOp.TICKET, target=d.root,
                           params={"summary": f"{d.root} is down; traffic drained around it"}))
-        quiet = len(facing) - len(reporting)
         return (ActionKind.DRAIN_SWITCH, d.root, steps,
                 f"drain {len(reporting)} neighbour ports facing it and raise a ticket"
-                + (f" ({quiet} more on neighbours that do not report)" if quiet else ""))
+                + (f" ({len(quiet)} more on neighbours that do not report)" if quiet else ""))
 
     @staticmethod
     def _ticket(d: Diagnosis, why: str) -> tuple[ActionKind, str, list[Step], str]:
         summary = f"{d.fault_type} on {d.root}: {d.action or why}"
         return ActionKind.TICKET, d.root, [Step(op=StepOp.TICKET, target=d.root,
                                                 params={"summary": summary[:500]})], why
+
+
+def _not_reporting(ports: Sequence[str], d: Diagnosis) -> list[str]:
+    """The ``ports`` whose switch ``d`` names as missing (stopped reporting)."""
+    silent = set(d.missing)
+    return [p for p in ports if split_port(p)[0] in silent]
 
 
 __all__ = [

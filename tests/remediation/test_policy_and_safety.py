@@ -38,6 +38,13 @@ def policy() -> Policy:
     return Policy(PolicyConfig(), TOPO, {k: list(v) for k, v in PLACEMENT.items()})
 
 
+def auto_engine(actuator: RecordingActuator, **safety: object) -> RemediationEngine:
+    """An engine in auto mode on the test fabric, acting through ``actuator``."""
+    cfg = RemediationConfig(safety=SafetyConfig.model_validate({"mode": "auto", **safety}))
+    return RemediationEngine(cfg, TOPO, Actuators.single(actuator), FabricWatch(TOPO),
+                             PLACEMENT)
+
+
 def test_a_bad_fabric_link_is_drained_at_both_switch_ends() -> None:
     link = TOPO.link_by_id[SWITCH_LINKS[0]]
     a = policy().plan(diagnosis("gray_loss", link.id), mode=ActionMode.AUTO, ts_ns=5)
@@ -95,8 +102,7 @@ def test_a_drain_that_meets_a_device_that_does_not_answer_is_planned_again_witho
     link = TOPO.link_by_id[SWITCH_LINKS[0]]
     quiet = link.b.split(":")[0]
     actuator = RecordingActuator(unreachable=frozenset({quiet}))
-    engine = RemediationEngine(RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO)),
-                               TOPO, Actuators.single(actuator), FabricWatch(TOPO), PLACEMENT)
+    engine = auto_engine(actuator)
     a = engine.on_diagnosis(diagnosis("link_flap", link.id), 10)
     assert a is not None
     assert (a.kind, a.state, a.steps) == (ActionKind.SHUT_LINK, ActionState.APPLIED,
@@ -115,8 +121,7 @@ def test_a_remedy_is_planned_again_only_once_when_devices_do_not_answer() -> Non
     link = TOPO.link_by_id[SWITCH_LINKS[0]]
     ends = frozenset(p.split(":")[0] for p in (link.a, link.b))
     actuator = RecordingActuator(unreachable=ends)
-    engine = RemediationEngine(RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO)),
-                               TOPO, Actuators.single(actuator), FabricWatch(TOPO), PLACEMENT)
+    engine = auto_engine(actuator)
     a = engine.on_diagnosis(diagnosis("link_flap", link.id), 10)
     assert a is not None
     assert (a.kind, a.state) == (ActionKind.SHUT_LINK, ActionState.FAILED)
@@ -132,9 +137,7 @@ def test_a_switch_drain_meeting_a_neighbour_that_does_not_answer_goes_on_without
               if f"{spine}:{p.name}" in TOPO.peer_of]
     quiet = facing[-1].split(":")[0]
     actuator = RecordingActuator(unreachable=frozenset({quiet}))
-    cfg = RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO, max_uplink_share=1.0))
-    engine = RemediationEngine(cfg, TOPO, Actuators.single(actuator), FabricWatch(TOPO),
-                               PLACEMENT)
+    engine = auto_engine(actuator, max_uplink_share=1.0)
     a = engine.on_diagnosis(diagnosis("switch_down", spine), 10)
     assert a is not None
     assert (a.kind, a.state) == (ActionKind.DRAIN_SWITCH, ActionState.APPLIED)
@@ -205,8 +208,7 @@ def test_the_precheck_spreads_a_polarized_switchs_uplinks_evenly() -> None:
 
 def test_the_engine_applies_a_hash_fix_and_records_its_undo() -> None:
     actuator = RecordingActuator()
-    engine = RemediationEngine(RemediationConfig(safety=SafetyConfig(mode=ActionMode.AUTO)),
-                               TOPO, Actuators.single(actuator), FabricWatch(TOPO), PLACEMENT)
+    engine = auto_engine(actuator)
     leaf = next(s for s in SWITCHES if s.startswith("leaf-"))
     a = engine.on_diagnosis(diagnosis("hash_polarization", leaf), 10)
     assert a is not None
