@@ -209,6 +209,9 @@ class LoggedActuator(SimulatorActuator):
         self.log: list[tuple[int, Step, Action]] = []
         self.unreachable: frozenset[str] = frozenset()
 
+    def check(self, step: Step) -> None:
+        refuse_unreachable(step, self.unreachable)
+
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
         refuse_unreachable(step, self.unreachable)
         facts = super().apply(step, action)

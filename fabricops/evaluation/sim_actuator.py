@@ -34,6 +34,9 @@ class SimulatorActuator:
     def __init__(self, run: Runner) -> None:
         self.run = run
 
+    def check(self, step: Step) -> None:
+        """The simulation always answers."""
+
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
         try:
             result: dict[str, Param] = self.run(lambda sim: self._on(sim, step, action))

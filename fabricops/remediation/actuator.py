@@ -58,6 +58,12 @@ class Actuator(Protocol):
         """
         ...
 
+    def check(self, step: Step) -> None:
+        """Ask, changing nothing, whether the device that would carry out ``step``
+        answers now: UnreachableError if it does not. Any answer (a refusal too) is
+        enough; an actuator that cannot ask ahead (an external automation) returns."""
+        ...
+
 
 def scalar_facts(answer: Mapping[str, object]) -> dict[str, Param]:
     """The members of ``answer`` that can be step facts (strings, numbers, booleans)."""
@@ -113,6 +119,13 @@ class Actuators:
     def supports(self, op: StepOp) -> bool:
         return op in self.by_op
 
+    def check(self, step: Step) -> None:
+        """``check`` of the actuator configured for ``step`` (none configured: nothing to
+        ask; ``apply`` says so)."""
+        actuator = self.by_op.get(step.op)
+        if actuator is not None:
+            actuator.check(step)
+
     def apply(self, step: Step, action: Action) -> tuple[str, dict[str, Param]]:
         """Apply through the configured actuator; return its name and facts."""
         actuator = self.by_op.get(step.op)
@@ -124,7 +137,8 @@ class Actuators:
 
 class RecordingActuator:
     """A fake actuator: records each step; targets in ``fail`` raise ActuatorError, and
-    steps on the devices in ``unreachable`` UnreachableError (``refuse_unreachable``)."""
+    steps on the devices in ``unreachable`` UnreachableError (``refuse_unreachable``),
+    when checked too; ``checked``: the steps asked about."""
 
     name = "recording"
 
@@ -135,7 +149,13 @@ class RecordingActuator:
         self.fail = fail
         self.unreachable = unreachable
         self.applied: list[Step] = []
+        self.checked: list[Step] = []
         self._lock = threading.Lock()
+
+    def check(self, step: Step) -> None:
+        with self._lock:
+            self.checked.append(step)
+        refuse_unreachable(step, self.unreachable)
 
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
         refuse_unreachable(step, self.unreachable)

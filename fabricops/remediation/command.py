@@ -122,6 +122,9 @@ class CommandActuator:
             **step.params}
         return [arg.format_map(fields) for arg in self._argv[step.op]]
 
+    def check(self, step: Step) -> None:
+        """The program reaches the device; it is not run ahead."""
+
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
         """Run the step's command; its facts, or ActuatorError naming the step and the cause."""
         if step.op not in self.ops:

@@ -11,9 +11,11 @@ Call ``on_diagnosis`` for each diagnosis and ``tick`` once per telemetry step
    if a step fails because its device does not answer, the diagnosis is
    planned once more with that device among the ``missing`` (a link is then
    shut at its other end);
-3. applies an approved action only if the blast radius admits it and the
-   pre-check on the load twin predicts no overload; else it is *rejected*
-   with the reason. A step that fails undoes the steps before it (*failed*);
+3. applies an approved action only if the blast radius admits it, the
+   pre-check on the load twin predicts no overload and every device the
+   action configures answers when asked (``Actuators.check``, once a device,
+   before any step); else it is *rejected* with the reason, nothing applied.
+   A step that fails undoes the steps before it (*failed*);
 4. verifies: once every related symptom has stayed clear for
    ``verify_hold_s`` (and drained ports carry no traffic) the action is
    *verified*; if ``verify_deadline_s`` passes first it is rolled back. A
@@ -197,6 +199,10 @@ class RemediationEngine:
         refusal = self._refusal(a, now_ns)
         if refusal is not None:
             return self._move(a, ActionState.REJECTED, now_ns, refusal[0], refusal[1]), ""
+        silent = self._unanswered(a)
+        if silent is not None:
+            return self._move(a, ActionState.REJECTED, now_ns, "precheck",
+                              f"{silent}; nothing applied"), silent.device
         undo: list[Step] = []
         used = set()
         for step in a.steps:
@@ -216,6 +222,24 @@ class RemediationEngine:
         self.radius.record(a, now_ns)
         self._applied_ns[a.id] = now_ns
         return a, ""
+
+    def _unanswered(self, a: Action) -> UnreachableError | None:
+        """The first device ``a`` configures that does not answer when asked, each once,
+        before any step is applied: a drain is not half applied at one end and undone
+        because the other's management is gone. A device that answers and then fails
+        its step still fails the action (*failed*, undone)."""
+        asked: set[str] = set()
+        for step in a.steps:
+            if step.op not in ON_DEVICE or step.device in asked:
+                continue
+            asked.add(step.device)
+            try:
+                self.actuators.check(step)
+            except UnreachableError as exc:
+                return exc
+            except ActuatorError as exc:  # it answered, refusing: its step will say so
+                log.info("remediation: %s: asked ahead: %s", a.id, exc)
+        return None
 
     def _refusal(self, a: Action, now_ns: int) -> tuple[str, str] | None:
         why = self.radius.admit(a, now_ns)

@@ -21,6 +21,12 @@ given at construction:
   per setting at its path (:mod:`fabricops.core.roce_settings`), after a Get of the
   device's configuration whose values are the facts ``previous.<setting>``.
 
+Before an action's first step, the engine asks each of its devices whether it
+answers (``check``): a ``gnmi.GetRequest`` of what the step reads or changes
+(the port's ``state/oper-status``, the hash fields, the settings). Only an
+unreachable device or no answer within ``timeout_s`` is an UnreachableError;
+any other answer, a refusal too, shows the device is there.
+
 Channels, TLS and credentials are the collector's
 (:mod:`fabricops.collectors.gnmi_config`). ``apply`` blocks for at most
 ``timeout_s`` per RPC and must not be called on a running event loop (use a
@@ -75,6 +81,10 @@ class _Metrics:
                              "unknown_device, bad_port, bad_target, unreachable, timeout, "
                              "refused, config)",
                              ["op", "outcome"], registry=registry)
+        self.checks = Counter("fabricops_gnmi_set_checks",
+                              "Devices asked before an action's first step whether they "
+                              "answer, by outcome (answered, unreachable, timeout)",
+                              ["outcome"], registry=registry)
 
 
 class GnmiSetActuator:
@@ -131,22 +141,56 @@ class GnmiSetActuator:
         self._count(step, "ok")
         return facts
 
-    def _endpoint_of(self, step: Step) -> GnmiEndpoint:
+    def check(self, step: Step) -> None:
+        """UnreachableError if the device of ``step`` is unreachable or does not answer a
+        Get within ``timeout_s``; a step this actuator cannot carry out, or whose device
+        it does not know, is left for ``apply`` to refuse."""
+        if step.op not in self.ops:
+            return
+        try:
+            endpoint = self._endpoint_of(step, count=False)
+        except ActuatorError:
+            return
+        try:
+            asyncio.run(self._probe(step, endpoint))
+        except _SetFailedError as exc:
+            self._metrics.checks.labels(exc.outcome).inc()
+            raise UnreachableError(f"{step.describe()}: {exc}", endpoint.device) from None
+        self._metrics.checks.labels("answered").inc()
+
+    async def _probe(self, step: Step, endpoint: GnmiEndpoint) -> None:
+        timeout = self.config.timeout_s
+        try:
+            channel = open_channel(endpoint, _MAX_MESSAGE_BYTES)
+        except OSError:
+            return  # a channel that cannot be made: apply says why
+        try:
+            await gnmi_pb2_grpc.gNMIStub(channel).Get(
+                probe_request(step, endpoint.device), timeout=timeout,
+                metadata=call_metadata(endpoint), wait_for_ready=False)
+        except grpc.aio.AioRpcError as exc:
+            failure = _failure(f"{endpoint.device} at {endpoint.address}", exc, timeout)
+            if failure.outcome in ("unreachable", "timeout"):
+                raise failure from None
+        finally:
+            await channel.close()
+
+    def _endpoint_of(self, step: Step, count: bool = True) -> GnmiEndpoint:
         if step.op in (StepOp.SET_HASH, StepOp.SET_CONFIG):
             device = step.target
             if PORT_SEP in device:
-                self._count(step, "bad_target")
+                self._count(step, count=count, outcome="bad_target")
                 raise ActuatorError(f"{step.describe()}: {device!r} is a port; set_hash "
                                     "needs a switch")
         else:
             try:
                 device = split_port(step.target)[0]
             except EntityError as exc:
-                self._count(step, "bad_port")
+                self._count(step, count=count, outcome="bad_port")
                 raise ActuatorError(f"{step.describe()}: {exc}") from None
         endpoint = self._endpoints.get(device)
         if endpoint is None:
-            self._count(step, "unknown_device")
+            self._count(step, count=count, outcome="unknown_device")
             raise ActuatorError(f"{step.describe()}: device {device!r} has no gNMI address "
                                 f"({len(self._endpoints)} devices are known)")
         return endpoint
@@ -191,8 +235,9 @@ class GnmiSetActuator:
             await channel.close()
         return facts
 
-    def _count(self, step: Step, outcome: str) -> None:
-        self._metrics.steps.labels(step.op.value, outcome).inc()
+    def _count(self, step: Step, outcome: str, count: bool = True) -> None:
+        if count:
+            self._metrics.steps.labels(step.op.value, outcome).inc()
 
 
 def _path(*elems: str | tuple[str, dict[str, str]]) -> Any:
@@ -205,6 +250,20 @@ def set_enabled_request(device: str, interface: str, enabled: bool) -> Any:
     path = _path("interfaces", ("interface", {"name": interface}), "config", "enabled")
     update = gnmi_pb2.Update(path=path, val=gnmi_pb2.TypedValue(bool_val=enabled))
     return gnmi_pb2.SetRequest(prefix=gnmi_pb2.Path(target=device), update=[update])
+
+
+def probe_request(step: Step, device: str) -> Any:
+    """The ``gnmi.GetRequest`` ``check`` sends to ``device`` for ``step``: what the step
+    reads first (hash fields, settings), or for a port its ``state/oper-status``."""
+    if step.op is StepOp.SET_HASH:
+        return hash_get_request(device)
+    if step.op is StepOp.SET_CONFIG:
+        return settings_get_request(device)
+    _, interface = split_port(step.target)
+    path = _path("interfaces", ("interface", {"name": interface}), "state", "oper-status")
+    return gnmi_pb2.GetRequest(prefix=gnmi_pb2.Path(target=device), path=[path],
+                               type=gnmi_pb2.GetRequest.STATE,
+                               encoding=gnmi_pb2.JSON_IETF)
 
 
 def set_hash_request(device: str, l4: bool) -> Any:

@@ -227,6 +227,9 @@ class WebhookActuator:
                               "operation and outcome (ok, failed)", ["op", "outcome"],
                               registry=self.registry)
 
+    def check(self, step: Step) -> None:
+        """The automation behind the webhook reaches the device; it is not asked ahead."""
+
     def apply(self, step: Step, action: Action) -> dict[str, Param]:
         """Post ``remediation.step``; ActuatorError names the step if it is not delivered."""
         payload = {"action": action.model_dump(mode="json"), "step": step.model_dump(mode="json")}

@@ -20,6 +20,7 @@ from fabricops.remediation.gnmi_actuator import (
     GnmiSetActuator,
     GnmiSetConfig,
     hash_get_request,
+    probe_request,
     set_enabled_request,
     set_hash_request,
 )
@@ -257,6 +258,63 @@ def test_an_unreachable_target_fails_within_the_timeout(make_action: ActionFacto
     assert "unreachable" in str(err.value) or "no answer within 2 s" in str(err.value)
     assert isinstance(err.value, UnreachableError), "the engine plans again without it"
     assert err.value.device == "leaf-1"
+
+
+@pytest.mark.integration
+def test_a_check_asks_the_device_and_changes_nothing(fabric: Fabric) -> None:
+    """A port's oper-status, the hash fields and a switch the target does not serve (it
+    answers NOT_FOUND): each an answer; nothing on the fabric changes."""
+    registry = CollectorRegistry()
+    actuator = _actuator(fabric, registry)
+    actuator.check(Step(op=StepOp.SHUT_PORT, target=PORT))
+    actuator.check(Step(op=StepOp.SET_HASH, target="leaf-1", params={"l4": False}))
+    other = CollectorRegistry()
+    unserved = GnmiSetActuator(GnmiSetConfig(timeout_s=5.0), {"leaf-99": fabric.target.address},
+                               registry=other)
+    unserved.check(Step(op=StepOp.SHUT_PORT, target="leaf-99:eth1"))
+    assert fabric.admin_up(PORT)
+    assert fabric.hash_l4("leaf-1")
+    for reg, answered in ((registry, 2), (other, 1)):
+        assert reg.get_sample_value("fabricops_gnmi_set_checks_total",
+                                    {"outcome": "answered"}) == answered
+    assert registry.get_sample_value("fabricops_gnmi_set_steps_total",
+                                     {"op": "shut_port", "outcome": "ok"}) is None
+
+
+@pytest.mark.integration
+def test_a_check_of_a_switch_that_is_down_says_it_does_not_answer(fabric: Fabric) -> None:
+    """The target serves a switch that has no frame (down) as UNAVAILABLE."""
+    fabric.driver.call(lambda sim: sim.add_fault(FaultSpec(
+        type="switch_down", entity="leaf-1", start_s=sim.time_s)))
+    fabric.board.wait_tick(fabric.board.tick + 2, timeout_s=5)
+    registry = CollectorRegistry()
+    with pytest.raises(UnreachableError, match=r"shut_port leaf-1:eth40: leaf-1 at .*"
+                                               r"unreachable") as err:
+        _actuator(fabric, registry).check(Step(op=StepOp.SHUT_PORT, target=PORT))
+    assert err.value.device == "leaf-1"
+    assert registry.get_sample_value("fabricops_gnmi_set_checks_total",
+                                     {"outcome": "unreachable"}) == 1
+
+
+def test_a_check_of_an_unreachable_target_fails_within_the_timeout() -> None:
+    address = f"127.0.0.1:{_closed_port()}"
+    actuator = GnmiSetActuator(GnmiSetConfig(timeout_s=2.0), {"leaf-1": address})
+    started = time.monotonic()
+    with pytest.raises(UnreachableError) as err:
+        actuator.check(Step(op=StepOp.SHUT_PORT, target=PORT))
+    assert time.monotonic() - started < 2.0 + 1.0
+    assert err.value.device == "leaf-1"
+    actuator.check(Step(op=StepOp.SHUT_PORT, target="leaf-7:eth1"))  # unknown: apply says so
+
+
+def test_the_check_request_reads_the_ports_oper_status() -> None:
+    request = probe_request(Step(op=StepOp.NO_SHUT_PORT, target=PORT), "leaf-1")
+    assert request.prefix.target == "leaf-1"
+    (path,) = request.path
+    assert [e.name for e in path.elem] == ["interfaces", "interface", "state", "oper-status"]
+    assert dict(path.elem[1].key) == {"name": "eth40"}
+    assert probe_request(Step(op=StepOp.SET_HASH, target="leaf-1", params={"l4": True}),
+                         "leaf-1") == hash_get_request("leaf-1")
 
 
 def test_a_device_without_an_address_is_refused(make_action: ActionFactory) -> None:

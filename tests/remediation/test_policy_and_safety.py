@@ -97,8 +97,8 @@ def test_a_down_switch_is_drained_only_at_the_neighbours_that_report() -> None:
 def test_a_drain_that_meets_a_device_that_does_not_answer_is_planned_again_without_it(
         ) -> None:
     """Before the RCA sees the switch fall silent, the drain goes to both ends; the far
-    end's management does not answer, so the drain is undone and the link shut at once
-    at the end that does."""
+    end's management does not answer when asked, before any step, so nothing is applied
+    and the link is shut at once at the end that does."""
     link = TOPO.link_by_id[SWITCH_LINKS[0]]
     quiet = link.b.split(":")[0]
     actuator = RecordingActuator(unreachable=frozenset({quiet}))
@@ -108,26 +108,42 @@ def test_a_drain_that_meets_a_device_that_does_not_answer_is_planned_again_witho
     assert (a.kind, a.state, a.steps) == (ActionKind.SHUT_LINK, ActionState.APPLIED,
                                           (Step(op=StepOp.SHUT_PORT, target=link.a),))
     (drain,) = [x for x in engine.actions.values() if x.kind is ActionKind.DRAIN_LINK]
+    assert drain.state is ActionState.REJECTED
+    assert drain.audit[-1].actor == "precheck"
+    assert drain.audit[-1].note.endswith("unreachable; nothing applied")
+    assert [(s.op, s.target) for s in actuator.applied] == [(StepOp.SHUT_PORT, link.a)], \
+        "the drain was never half applied at the end that answers"
+    assert [s.target for s in actuator.checked] == [link.a, link.b, link.a]
+
+
+def test_a_device_that_answers_and_then_fails_its_step_is_undone() -> None:
+    """Asking ahead does not replace the undo: a far end that answers, then refuses its
+    step, fails the drain and the near end's step is undone."""
+    link = TOPO.link_by_id[SWITCH_LINKS[0]]
+    actuator = RecordingActuator(fail=frozenset({link.b}))
+    engine = auto_engine(actuator)
+    engine.on_diagnosis(diagnosis("link_flap", link.id), 10)
+    (drain,) = [x for x in engine.actions.values() if x.kind is ActionKind.DRAIN_LINK]
     assert drain.state is ActionState.FAILED
-    assert "unreachable; undid 1 step(s)" in drain.audit[-1].note
-    assert [(s.op, s.target) for s in actuator.applied] == [
-        (StepOp.SET_WEIGHT, link.a), (StepOp.SET_WEIGHT, link.a), (StepOp.SHUT_PORT, link.a)]
-    assert actuator.applied[1].params == {"weight": 1}, "the drain's first step undone"
+    assert "refused by the device; undid 1 step(s)" in drain.audit[-1].note
+    assert [(s.op, s.target, s.params) for s in actuator.applied] == [
+        (StepOp.SET_WEIGHT, link.a, {"weight": 0}), (StepOp.SET_WEIGHT, link.a, {"weight": 1})]
 
 
 def test_a_remedy_is_planned_again_only_once_when_devices_do_not_answer() -> None:
-    """Neither end answers: the drain fails at the first, the shut at the second, and
-    nothing more is tried (each try may wait a whole timeout)."""
+    """Neither end answers: the drain is refused at the first, the shut at the second,
+    nothing is applied and nothing more is tried (each ask may wait a whole timeout)."""
     link = TOPO.link_by_id[SWITCH_LINKS[0]]
     ends = frozenset(p.split(":")[0] for p in (link.a, link.b))
     actuator = RecordingActuator(unreachable=ends)
     engine = auto_engine(actuator)
     a = engine.on_diagnosis(diagnosis("link_flap", link.id), 10)
     assert a is not None
-    assert (a.kind, a.state) == (ActionKind.SHUT_LINK, ActionState.FAILED)
+    assert (a.kind, a.state) == (ActionKind.SHUT_LINK, ActionState.REJECTED)
     assert sorted((x.kind.value, x.state.value) for x in engine.actions.values()) == [
-        ("drain_link", "failed"), ("shut_link", "failed")]
+        ("drain_link", "rejected"), ("shut_link", "rejected")]
     assert actuator.applied == []
+    assert len(actuator.checked) == 2
 
 
 def test_a_switch_drain_meeting_a_neighbour_that_does_not_answer_goes_on_without_it(
@@ -144,7 +160,9 @@ def test_a_switch_drain_meeting_a_neighbour_that_does_not_answer_goes_on_without
     assert [s.target for s in a.steps if s.op is StepOp.SET_WEIGHT] == [
         p for p in facing if not p.startswith(f"{quiet}:")]
     (first,) = [x for x in engine.actions.values() if x.id != a.id]
-    assert (first.kind, first.state) == (ActionKind.DRAIN_SWITCH, ActionState.FAILED)
+    assert (first.kind, first.state) == (ActionKind.DRAIN_SWITCH, ActionState.REJECTED)
+    assert [s for s in actuator.applied if s.op is StepOp.SET_WEIGHT] == [
+        s for s in a.steps if s.op is StepOp.SET_WEIGHT], "only the drain that went on"
     assert engine.on_diagnosis(diagnosis("switch_down", spine), 11) is None, "handled"
 
 
