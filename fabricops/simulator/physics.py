@@ -111,7 +111,9 @@ def fair_rates(epath: Paths, offered: F64, capacity: F64, iterations: int,
     for _ in range(iterations):
         if load is None:
             load = channel_sum(epath, rate, len(capacity))
-        scale = np.where(load > 0, capacity / np.maximum(load, 1e-9), BIG)
+        scale = np.maximum(load, 1e-9)  # capacity over load, in place: BIG where none
+        np.divide(capacity, scale, out=scale)
+        np.copyto(scale, BIG, where=~(load > 0))
         fitted = np.minimum(offered, rate * np.minimum(over_path(np.minimum, scale, epath), BIG))
         if np.array_equal(fitted, rate):  # a fixed point: every further round gives it again
             return rate, load
@@ -141,28 +143,45 @@ def queue_depth(offered: F64, served: F64, capacity: F64, cfg: PhysicsConfig,
     """Egress queue depth (bytes) of each channel for one tick.
 
     ``kmin``/``kmax`` (per channel) are the ECN thresholds queues settle between;
-    by default the physics' own.
+    by default the physics' own. The settled and rising depths are worked out only
+    where they apply (busy and backlogged channels, few of them).
     """
     lo = cfg.ecn_kmin_bytes if kmin is None else kmin
     hi = cfg.ecn_kmax_bytes if kmax is None else kmax
     util = np.clip(served / np.maximum(capacity, 1.0), 0.0, 0.999)
-    standing = np.minimum(cfg.packet_bytes * util**2 / (1.0 - util), np.multiply(lo, 0.5))
-    backlog = 1.0 - np.minimum(capacity, offered) / np.maximum(offered, 1e-9)
-    rising = lo + np.subtract(cfg.xoff_bytes, lo) * np.minimum(
-        1.0, backlog / cfg.pfc_backlog_share
-    )
-    settled = lo + np.subtract(hi, lo) * cfg.equilibrium_depth
-    queue = np.where(util >= 0.98, settled, standing)
-    return np.where(offered > capacity * 1.0001, rising, queue)
+    queue: F64 = np.minimum(cfg.packet_bytes * util**2 / (1.0 - util), np.multiply(lo, 0.5))
+    busy = np.flatnonzero(util >= 0.98)
+    if len(busy):
+        lo_b = _at(lo, busy)
+        queue[busy] = lo_b + np.subtract(_at(hi, busy), lo_b) * cfg.equilibrium_depth
+    over = np.flatnonzero(offered > capacity * 1.0001)
+    if len(over):
+        off, lo_o = offered[over], _at(lo, over)
+        backlog = 1.0 - np.minimum(capacity[over], off) / np.maximum(off, 1e-9)
+        queue[over] = lo_o + np.subtract(cfg.xoff_bytes, lo_o) * np.minimum(
+            1.0, backlog / cfg.pfc_backlog_share)
+    return queue
 
 
 def mark_probability(queue: F64, kmin: F64, kmax: F64, cfg: PhysicsConfig,
                      pmax: F64 | float | None = None) -> F64:
-    """RED/ECN marking probability for a queue depth and per-channel thresholds."""
+    """RED/ECN marking probability for a queue depth and per-channel thresholds: 0 below
+    ``kmin`` (and where a depth or threshold is no number), 1 from ``kmax``, a ramp to
+    ``pmax`` between; worked out only where a queue reaches ``kmin``."""
     top = cfg.ecn_pmax if pmax is None else pmax
-    with np.errstate(invalid="ignore"):
-        ramp = top * (queue - kmin) / np.maximum(kmax - kmin, 1.0)
-        return np.where(queue < kmin, 0.0, np.where(queue >= kmax, 1.0, ramp))
+    out = np.zeros(len(queue))
+    at = np.flatnonzero(queue >= kmin)
+    if len(at):
+        q, lo, hi = queue[at], _at(kmin, at), _at(kmax, at)
+        with np.errstate(invalid="ignore"):
+            ramp = _at(top, at) * (q - lo) / np.maximum(hi - lo, 1.0)
+        out[at] = np.nan_to_num(np.where(q >= hi, 1.0, ramp), nan=0.0)
+    return out
+
+
+def _at(value: F64 | float, index: npt.NDArray[np.intp]) -> F64 | float:
+    """A per-channel array's values at ``index``; a scalar as it is."""
+    return value[index] if isinstance(value, np.ndarray) else value
 
 
 def pause_pressure(
@@ -175,13 +194,13 @@ def pause_pressure(
     pauses the channel the flow arrived on for as long as that excess takes to
     cross it. Excess held at the sender itself (first hop) needs no pause.
     """
-    pushing = excess > 0
-    if not pushing.any():  # nothing waits anywhere: no pause
+    pushing = np.flatnonzero(excess > 0)
+    if not len(pushing):  # nothing waits anywhere: no pause
         return np.zeros(n_slots)
-    ahead = backlogged[epath[:, 1:]] & pushing[:, None]
-    feeders = epath[:, :-1][ahead]
-    weights = np.broadcast_to(excess[:, None], ahead.shape)[ahead]
-    need = sum_at(feeders, weights, n_slots)
+    paths = epath[pushing]
+    # summed flow by flow, hop by hop; a hop with nothing ahead adds 0.0 (no change)
+    weights = np.where(backlogged[paths[:, 1:]], excess[pushing, None], 0.0)
+    need = sum_at(paths[:, :-1].ravel(), weights.ravel(), n_slots)
     share = need / np.maximum(nominal, 1.0)
     return np.where(pfc_capable, np.clip(share, 0.0, 1.0), 0.0)
 

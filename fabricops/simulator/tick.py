@@ -54,8 +54,7 @@ def simulate_tick(sim: Simulator, fx: TickEffects,
         if deaf_a.any() else fair_load
     queue = ph.queue_depth(push_load, fair_load, cap, cfg, cs.settle_kmin, cs.settle_kmax)
     queue[-1] = 0.0
-    mark_ch = np.nan_to_num(ph.mark_probability(queue, cs.mark_kmin, cs.mark_kmax, cfg, cs.pmax),
-                            nan=0.0)
+    mark_ch = ph.mark_probability(queue, cs.mark_kmin, cs.mark_kmax, cfg, cs.pmax)
     marked_a = ph.path_product_complement(ep, mark_ch)
     keep = ph.dcqcn_share(marked_a, cfg)
     rate_a = fair_a * keep
@@ -70,8 +69,8 @@ def simulate_tick(sim: Simulator, fx: TickEffects,
     _count_ports(sim, fx, served, pause, queue, mark_ch, offered, dead_ch, (cs.mtu_loss, dropped))
     _count_nics(sim, rate, pkts, loss, dead, cnp)
     wl.advance(goodput, dt)
-    in_job = wl.flows.job >= 0
-    job_good = ph.sum_at(wl.flows.job[in_job], goodput[in_job], len(wl.specs))
+    # flows of no job (-1) fall in bin 0, the others in their job's bin after it
+    job_good = ph.sum_at(wl.flows.job + 1, goodput, len(wl.specs) + 1)[1:]
     return TickObservation(
         t_s=sim.time_s, demand_bps=demand, offered_bps=offered, rate_bps=rate,
         goodput_bps=goodput, loss=loss, served_bps=served, capacity_bps=cap, queue_bytes=queue,
@@ -190,7 +189,7 @@ def _gauges(sim: Simulator, fx: TickEffects, served_tx: F64, queue: F64,
     g = tel.port_gauges  # each row written in place: no temporary of a row's size
     q = np.take(queue, tx_ch, out=g[0], mode="clip")  # "raise" would copy: indices are valid
     np.multiply(q, 1.25, out=g[1])
-    g[1] += np.where(q > 0, float(pkt), 0.0)
+    np.add(g[1], float(pkt), out=g[1], where=q > 0)
     np.minimum(g[1], sim.config.physics.xoff_bytes * 1.5, out=g[1])
     tx_power = np.multiply(noise.draw(n), 0.02, out=g[3])
     tx_power += tx_base
