@@ -123,14 +123,14 @@ class Frame:
                    raws: Sequence[NDArray[np.uint64]]) -> list[Frame]:
         """``like.again(ts_ns, seq, raw)`` for each ``like`` with its ``seq`` and ``raw``, in
         one loop, without a call each (the twin cuts thousands a tick)."""
-        new = object.__new__
+        new, put = object.__new__, object.__setattr__
         out: list[Frame] = []
         add = out.append
         for like, seq, raw in zip(likes, seqs, raws, strict=True):
             frame = new(Frame)
-            parts = frame.__dict__
-            parts.update(like.__dict__)
+            parts = like.__dict__.copy()  # a dict's copy is cheaper than filling a new one
             parts["ts_ns"], parts["seq"], parts["raw"] = ts_ns, seq, raw
+            put(frame, "__dict__", parts)
             add(frame)
         return out
 
