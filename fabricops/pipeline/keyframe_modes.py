@@ -33,7 +33,6 @@ from fabricops.pipeline.keyframe_pack import (
     RATE_MODE,
     U8,
     U64,
-    Scratch,
     first_differences,
     lagged,
     lagged_into,
@@ -50,6 +49,9 @@ KEEP: Final = 2
 ALWAYS: Final = (1, RATE_MODE)
 """Modes scored on every point, never screened: order 1 lag 1 (a counter that steps
 now and then: on a sample, every lag scores the same zero) and the rate mode."""
+STACK_VALUES: Final = 1 << 16
+"""Residuals scored in one pass at most (512 kB, and 256 kB of float32 beside them:
+within a core's cache; a larger block's candidates are scored one at a time)."""
 _NEVER: Final = np.iinfo(np.int64).max
 
 Rows = NDArray[np.intp]
@@ -116,12 +118,32 @@ def _residuals(mode: int, base: U64, out: U64 | None = None) -> U64:
 
 def _every_point(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArray[np.int64]
                  ) -> None:
-    """Score every candidate on every point; keep each series' cheapest, in place."""
+    """Score every candidate on every point; keep each series' cheapest, in place.
+
+    The candidates of one base (its lags) are scored together: their residuals are
+    stacked, up to ``STACK_VALUES`` at a time, and their bits counted in one pass
+    (a window's block has few points: the passes' fixed cost, not their length,
+    was what scoring cost)."""
     scores = _scores(candidates, len(best), cost)
-    scratch = Scratch(best.shape)
-    for k, (mode, base, rows) in enumerate(candidates, 1):
-        c = residual_bits(_residuals(mode, base, scratch.view(len(base))[0]), scratch)
-        scores[k if rows is None else (k, rows)] = c
+    by_base: dict[int, list[int]] = {}
+    for k, (_, base, _) in enumerate(candidates, 1):
+        by_base.setdefault(id(base), []).append(k)
+    for ks in by_base.values():
+        _, base, rows = candidates[ks[0] - 1]
+        step = max(1, STACK_VALUES // max(base.size, 1))
+        buffer = np.empty((min(step, len(ks)), *base.shape), np.uint64)
+        for at in range(0, len(ks), step):
+            part = ks[at:at + step]
+            stack = buffer[:len(part)]
+            for j, k in enumerate(part):
+                mode = candidates[k - 1][0]
+                if mode in (ORDER0, RATE_MODE):
+                    stack[j] = base
+                else:
+                    lagged_into(base, mode & LAG_MASK, stack[j])
+            bits = residual_bits(stack)
+            for j, k in enumerate(part):
+                scores[k if rows is None else (k, rows)] = bits[j]
     _keep_cheapest(candidates, scores, modes, best, cost)
 
 

@@ -91,14 +91,13 @@ def lagged(base: U64, lag: int) -> U64:
     return lagged_into(base, lag, np.empty_like(base))
 
 
-def residual_bits(e: U64, scratch: Scratch | None = None) -> NDArray[np.int64]:
+def residual_bits(e: U64) -> NDArray[np.int64]:
     """Approximate coded size of each series (the last axis): per residual its zigzag
     bit length plus one, 0 for a zero residual. With ``z`` the zigzag of ``s``,
     ``|2s + 1/4|`` lies in ``[z, z + 1)``, so below the next power of two: the bit
     length comes from the exponent of that float32 value, without the slow unsigned
-    conversion. Exact for ``|s| < 2**22``; beyond, float32 may round one bit up.
-    ``scratch`` holds the temporary."""
-    f = np.empty(e.shape, np.float32) if scratch is None else scratch.view(len(e))[1]
+    conversion. Exact for ``|s| < 2**22``; beyond, float32 may round one bit up."""
+    f = np.empty(e.shape, np.float32)
     np.copyto(f, e.view(np.int64), casting="unsafe")
     f *= 2.0
     f += 0.25
@@ -108,18 +107,6 @@ def residual_bits(e: U64, scratch: Scratch | None = None) -> NDArray[np.int64]:
     bits -= 125
     np.maximum(bits, 0, out=bits)
     return np.asarray(bits.sum(axis=-1, dtype=np.int64))
-
-
-class Scratch:
-    """Temporaries of one ``choose_residuals`` call, reused by every candidate mode."""
-
-    def __init__(self, shape: tuple[int, ...]) -> None:
-        self.lagged = np.empty(shape, np.uint64)
-        self.f = np.empty(shape, np.float32)
-
-    def view(self, rows: int) -> tuple[U64, NDArray[np.float32]]:
-        """The temporaries for the first ``rows`` series."""
-        return self.lagged[:rows], self.f[:rows]
 
 
 def lagged_into(base: U64, lag: int, out: U64) -> U64:
