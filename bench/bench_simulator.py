@@ -16,10 +16,13 @@ flow again (the baseline).
 ``--preset NAME`` (repeatable) measures a shipped scenario the same way, e.g.
 ``rail-64k`` and ``rail-100k``, and prints the process's peak resident memory
 after it (presets run in the order given; the peak is the process's so far).
+``--shape KIND:KEY=VALUE,...`` (repeatable) measures a builder's fabric with a
+job on every host, e.g. ``fat_tree:k=40,nics_per_host=4``.
 What set-up built is settled before the ticks, as a command does once started
 (:mod:`fabricops.core.heap`).
 
     python bench/bench_simulator.py [--ticks N] [--preset rail-100k]
+        [--shape fat_tree:k=40,nics_per_host=4] [--skip-default]
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import numpy as np
 
 from fabricops.core import heap
 from fabricops.core.topology import Topology
-from fabricops.simulator.builders import fat_tree, leaf_spine, rail_optimized
+from fabricops.simulator.builders import build, fat_tree, leaf_spine, rail_optimized
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.scenario import build_simulator, load_preset
 from fabricops.simulator.workload import JobSpec
@@ -54,6 +57,17 @@ def measure(name: str, make: Callable[[], Topology], hosts: int, ticks: int) -> 
     sim.add_job(JobSpec(hosts=hosts, placement="random", qps_per_pair=4, compute_s=1.0,
                         comm_bytes_per_nic=50e9))
     return timed(name, sim, time.perf_counter() - t0, ticks)
+
+
+def measure_shape(spec: str, ticks: int) -> Simulator:
+    """``KIND:KEY=VALUE,...``: the builder ``KIND`` with integer or float parameters,
+    a job on every host."""
+    kind, _, rest = spec.partition(":")
+    params = {k: float(v) if "." in v else int(v)
+              for k, v in (p.split("=", 1) for p in rest.split(",") if p)}
+    topo = build(kind, **params)
+    hosts = sum(1 for n in topo.nodes if n.is_host)
+    return measure(spec, lambda: topo, hosts, ticks)
 
 
 def measure_preset(name: str, ticks: int) -> Simulator:
@@ -129,14 +143,21 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=6, help="link changes per link")
     parser.add_argument("--preset", action="append", default=[],
                         help="also a shipped scenario (repeat), e.g. rail-100k")
+    parser.add_argument("--shape", action="append", default=[],
+                        help="also a builder's fabric (repeat), KIND:KEY=VALUE,..., e.g. "
+                             "fat_tree:k=40,nics_per_host=4")
     parser.add_argument("--skip-default", action="store_true",
-                        help="only the presets, not the three default fabrics")
+                        help="only the presets and shapes, not the three default fabrics")
     args = parser.parse_args()
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     print(f"1 s ticks, {args.ticks} ticks each, pinned to one core")
     for name, (make, hosts) in ({} if args.skip_default else FABRICS).items():
         link_change(name, measure(name, make, hosts, args.ticks), args.changes)
+    for spec in args.shape:
+        link_change(spec, measure_shape(spec, args.ticks), args.changes)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+        print(f"  peak resident memory so far: {peak:.2f} GB")
     for preset in args.preset:
         link_change(preset, measure_preset(preset, args.ticks), args.changes)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
