@@ -103,24 +103,46 @@ class SeriesStream:
                                   CATALOGUE.by_id(int(frame.metric[i])).name))
 
     _ARRAYS = ("metric", "last_raw", "have", "active", "odd", "mean", "var", "count")
+    STATE_MAGIC = b"FOSS"
+    """What a checkpoint starts with (deflated): a u32 length and a JSON header of the
+    series keys, the last time and each array's dtype and length, then the arrays'
+    bytes in that order. Earlier versions saved ``.npz`` archives."""
 
     def snapshot(self) -> bytes:
-        """The stream's whole state, to resume exactly where it stopped (see ``resume``):
-        an ``.npz`` archive, deflated (fast level: it is saved with every window, and
-        names, flags and counts repeat, so it shrinks about tenfold)."""
-        buf = io.BytesIO()
-        names = np.array(json.dumps(self._keys))
-        last = np.array(-1 if self.last_ts_ns is None else self.last_ts_ns, np.int64)
-        np.savez(buf, keys=names, last_ts_ns=last,
-                 **{k: getattr(self, k) for k in self._ARRAYS})
-        return zlib.compress(buf.getbuffer(), 1)
+        """The stream's whole state, to resume exactly where it stopped (see ``resume``),
+        deflated (fast level: it is saved with every window, and names, flags and counts
+        repeat, so it shrinks several-fold)."""
+        arrays = [getattr(self, k) for k in self._ARRAYS]
+        head = json.dumps({
+            "keys": self._keys,
+            "last_ts_ns": -1 if self.last_ts_ns is None else self.last_ts_ns,
+            "arrays": [[a.dtype.str, len(a)] for a in arrays]}).encode()
+        return zlib.compress(b"".join((self.STATE_MAGIC, len(head).to_bytes(4, "little"),
+                                       head, *(a.tobytes() for a in arrays))), 1)
 
     @classmethod
     def resume(cls, device: str, source: str, rules: EventRules, state: bytes) -> SeriesStream:
-        """A stream in the state ``snapshot`` saved (deflated, or a bare ``.npz`` archive
-        as earlier versions saved it)."""
+        """A stream in the state ``snapshot`` saved, or an earlier version's ``.npz``
+        archive (deflated, or bare)."""
         stream = cls(device, source, rules)
-        archive = state if state[:2] == b"PK" else zlib.decompress(state)
+        body = state if state[:2] == b"PK" else zlib.decompress(state)
+        if not body.startswith(cls.STATE_MAGIC):
+            return cls._resume_npz(stream, body)
+        at = len(cls.STATE_MAGIC) + 4
+        head = json.loads(body[at:at + int.from_bytes(body[at - 4:at], "little")])
+        at += int.from_bytes(body[at - 4:at], "little")
+        stream._keys = [(e, int(m)) for e, m in head["keys"]]
+        stream._slot = {k: i for i, k in enumerate(stream._keys)}
+        last = int(head["last_ts_ns"])
+        stream.last_ts_ns = None if last < 0 else last
+        for name, (dtype, n) in zip(cls._ARRAYS, head["arrays"], strict=True):
+            array = np.frombuffer(body, np.dtype(dtype), n, at).copy()
+            at += array.nbytes
+            setattr(stream, name, array)
+        return stream
+
+    @classmethod
+    def _resume_npz(cls, stream: SeriesStream, archive: bytes) -> SeriesStream:
         with np.load(io.BytesIO(archive), allow_pickle=False) as saved:
             stream._keys = [(e, int(m)) for e, m in json.loads(str(saved["keys"]))]
             stream._slot = {k: i for i, k in enumerate(stream._keys)}
@@ -212,30 +234,35 @@ class SeriesStream:
     def _anomalies_and_learn(self, frame: Frame, lay: _Layout, rate: NDArray[np.float64],
                              out: StepResult) -> None:
         """Judge the watched rates against their EWMA, then update the EWMA mean and
-        variance of every counter with its rate unless that rate is anomalous."""
+        variance of each watched counter with its rate unless that rate is anomalous
+        (only watched counters are judged, so only they are learnt)."""
+        w = lay.watch
+        if not len(w):
+            return
         cfg = self.rules.config
-        s = lay.counter_slots
+        s = lay.watch_slots
+        r = rate[w]
         mean, var, count, was = self.mean[s], self.var[s], self.count[s], self.odd[s]
-        known = ~np.isnan(rate)
-        watched = lay.watched & known
-        diff = rate - mean
+        known = ~np.isnan(r)
+        diff = r - mean
         dev = np.abs(diff)
-        odd = (watched & (count >= cfg.anomaly_warmup) & (dev > cfg.anomaly_z * np.sqrt(var))
+        odd = (known & (count >= cfg.anomaly_warmup) & (dev > cfg.anomaly_z * np.sqrt(var))
                & (dev > cfg.anomaly_min_relative * np.abs(mean)))
-        if (watched & (odd != was)).any():
+        if (known & (odd != was)).any():
             for j in np.flatnonzero(odd & ~was).tolist():
                 out.events.append(self._event(
-                    frame, int(lay.counters[j]), EventKind.ANOMALY, float(rate[j]),
-                    Severity.WARNING, f"rate {rate[j]:.4g}/s vs mean {mean[j]:.4g}/s"))
-            for j in np.flatnonzero(~odd & was & watched).tolist():
-                out.events.append(self._event(frame, int(lay.counters[j]), EventKind.CLEARED,
-                                              float(rate[j]), Severity.INFO, "anomaly cleared"))
-            was = np.where(watched, odd, was)
+                    frame, int(lay.counters[w[j]]), EventKind.ANOMALY, float(r[j]),
+                    Severity.WARNING, f"rate {r[j]:.4g}/s vs mean {mean[j]:.4g}/s"))
+            for j in np.flatnonzero(~odd & was & known).tolist():
+                out.events.append(self._event(frame, int(lay.counters[w[j]]),
+                                              EventKind.CLEARED, float(r[j]), Severity.INFO,
+                                              "anomaly cleared"))
+            was = np.where(known, odd, was)
             self.odd[s] = was
         learn = known & ~was
         first = count == 0
         a = cfg.anomaly_alpha
-        self.mean[s] = np.where(learn, np.where(first, rate, mean + a * diff), mean)
+        self.mean[s] = np.where(learn, np.where(first, r, mean + a * diff), mean)
         self.var[s] = np.where(learn, np.where(first, 0.0, (1 - a) * (var + a * diff * diff)),
                                var)
         self.count[s] = count + learn
@@ -253,7 +280,8 @@ class _Layout:
     slots: NDArray[np.int64]
     counters: NDArray[np.intp]
     counter_slots: NDArray[np.int64]
-    watched: NDArray[np.bool_]  # per counter sample
+    watch: NDArray[np.intp]  # the counter samples watched for anomalies (positions)
+    watch_slots: NDArray[np.int64]
     states: NDArray[np.intp]
     state_slots: NDArray[np.int64]
     ruled: NDArray[np.intp]
@@ -273,7 +301,8 @@ class _Layout:
         ruled = np.flatnonzero(~np.isnan(rules.limit[metric]))
         position = np.full(len(metric), len(counters), np.intp)
         position[counters] = np.arange(len(counters))
+        watch = np.flatnonzero(rules.anomaly[metric[counters]])
         return cls(key, (frame.entity_idx, metric), slots, counters, slots[counters],
-                   rules.anomaly[metric[counters]], states, slots[states], ruled,
+                   watch, slots[counters[watch]], states, slots[states], ruled,
                    slots[ruled], kind[ruled] == 1, position[ruled],
                    rules.limit[metric[ruled]], rules.below[metric[ruled]])

@@ -1,12 +1,15 @@
 """A stream's checkpoint: resumed exactly, small enough to save with every window, and
-checkpoints saved by earlier versions (bare ``.npz`` archives) still resume."""
+checkpoints saved by earlier versions (``.npz`` archives, deflated or bare) still
+resume."""
 
 from __future__ import annotations
 
 import io
+import json
 import zlib
 
 import numpy as np
+import pytest
 
 from fabricops.core.frame import Frame
 from fabricops.pipeline.events import EventConfig, EventRules
@@ -31,18 +34,40 @@ def _same(a: SeriesStream, b: SeriesStream) -> bool:
         for k in SeriesStream._ARRAYS)
 
 
+def _npz(stream: SeriesStream) -> bytes:
+    """The checkpoint as earlier versions saved it: an ``.npz`` archive."""
+    buf = io.BytesIO()
+    np.savez(buf, keys=np.array(json.dumps(stream._keys)),
+             last_ts_ns=np.array(stream.last_ts_ns, np.int64),
+             **{k: getattr(stream, k) for k in SeriesStream._ARRAYS})
+    return buf.getvalue()
+
+
 def test_a_checkpoint_resumes_the_stream_exactly_and_is_deflated() -> None:
     stream = _stream(5)
     state = stream.snapshot()
     again = SeriesStream.resume("leaf-1", "gnmi", stream.rules, state)
     assert _same(stream, again)
     bare = zlib.decompress(state)
-    assert bare[:2] == b"PK", "a deflated .npz archive"
-    assert len(state) * 4 < len(bare)
+    assert bare.startswith(SeriesStream.STATE_MAGIC)
+    assert len(state) * 3 < len(bare)
+    assert len(state) < len(zlib.compress(_npz(stream), 1)), "smaller than an .npz"
+    again.step(Frame.build("leaf-1", T0 + 5 * 10**9, "gnmi", 5, PORTS * 2,
+                           ["in_octets"] * 64 + ["out_octets"] * 64,
+                           [5000 + p for p in range(128)]))
+    assert again.last_ts_ns == T0 + 5 * 10**9, "the resumed stream goes on"
 
 
-def test_a_bare_npz_checkpoint_of_an_earlier_version_still_resumes() -> None:
+def test_a_fresh_streams_checkpoint_resumes_with_no_time() -> None:
+    stream = SeriesStream("leaf-1", "gnmi", EventRules(EventConfig()))
+    again = SeriesStream.resume("leaf-1", "gnmi", stream.rules, stream.snapshot())
+    assert again.last_ts_ns is None
+    assert _same(stream, again)
+
+
+@pytest.mark.parametrize("deflated", [True, False], ids=["deflated", "bare"])
+def test_an_npz_checkpoint_of_an_earlier_version_still_resumes(deflated: bool) -> None:
     stream = _stream(3)
-    bare = zlib.decompress(stream.snapshot())
-    np.load(io.BytesIO(bare)).close()  # a plain archive, as earlier versions saved
-    assert _same(stream, SeriesStream.resume("leaf-1", "gnmi", stream.rules, bare))
+    archive = _npz(stream)
+    state = zlib.compress(archive, 1) if deflated else archive
+    assert _same(stream, SeriesStream.resume("leaf-1", "gnmi", stream.rules, state))
