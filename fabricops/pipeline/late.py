@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -30,6 +31,10 @@ from fabricops.store.records import SegmentRecord
 from fabricops.store.store import Store
 
 WindowKey = tuple[str, str, int]  # device, source, window index
+PREFETCH: Final = 64
+"""Complete windows whose stored segments the writer reads in one statement (it reads
+ahead of the windows it writes: a statement each was a fifth of a small device's
+window write)."""
 
 
 @dataclass
@@ -86,10 +91,36 @@ def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int) 
     """What the store holds of one stream's window [t0_ns, t1_ns) (see ``Held``), from
     the segments that may reach into it: the longest starts ``MAX_SPAN_S`` plus a window
     before it."""
+    return _held(store.window_segments(device=device, source=source, t0_ns=t0_ns,
+                                       t1_ns=t1_ns, reach_ns=_reach(t0_ns, t1_ns)),
+                 device, source, t0_ns, t1_ns)
+
+
+def held_windows(store: Store, windows: Sequence[WindowKey], window_ns: int
+                 ) -> dict[WindowKey, Held]:
+    """``held_frames`` of each window, one statement for the windows of one index."""
+    by_index: dict[int, list[tuple[str, str]]] = {}
+    for device, source, index in windows:
+        by_index.setdefault(index, []).append((device, source))
+    out: dict[WindowKey, Held] = {}
+    for index, streams in by_index.items():
+        t0, t1 = index * window_ns, (index + 1) * window_ns
+        found = store.streams_window_segments(streams, t0_ns=t0, t1_ns=t1,
+                                              reach_ns=_reach(t0, t1))
+        for device, source in streams:
+            out[(device, source, index)] = _held(found.get((device, source), []), device,
+                                                 source, t0, t1)
+    return out
+
+
+def _reach(t0_ns: int, t1_ns: int) -> int:
+    return round(MAX_SPAN_S * 1e9) + (t1_ns - t0_ns)
+
+
+def _held(segments: Sequence[SegmentRecord], device: str, source: str, t0_ns: int,
+          t1_ns: int) -> Held:
     held = Held({}, set())
-    reach_ns = round(MAX_SPAN_S * 1e9) + (t1_ns - t0_ns)
-    for seg in store.window_segments(device=device, source=source, t0_ns=t0_ns,
-                                     t1_ns=t1_ns, reach_ns=reach_ns):
+    for seg in segments:
         block = decode_block(seg.payload)
         if t0_ns <= seg.t_start_ns and seg.t_end_ns < t1_ns:
             for f in frames_of_block(block, device, Source(source),

@@ -61,7 +61,7 @@ from fabricops.pipeline.intake import (
     int_path_records,
     segment_of,
 )
-from fabricops.pipeline.late import correct_windows, held_frames
+from fabricops.pipeline.late import PREFETCH, correct_windows, held_windows
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.windows import (
     NO_ORIGIN,
@@ -73,10 +73,7 @@ from fabricops.pipeline.windows import (
     frame_order,
 )
 from fabricops.pipeline.worker_metrics import WorkerMetrics
-from fabricops.store.records import (
-    WindowClose,
-    store_problem,
-)
+from fabricops.store.records import WindowClose, store_problem
 from fabricops.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -368,13 +365,18 @@ class PipelineWorker:
         time is spent (at least one), and write them in one transaction."""
         started = time.thread_time()
         done: list[tuple[Window, WindowClose]] = []
-        for window in list(self.windows.complete.values()):
+        queue, ahead = list(self.windows.complete.values()), {}
+        for i, window in enumerate(queue):
             if done and budget_s is not None and time.thread_time() - started >= budget_s:
                 break
             device, source = window.key
             t0 = window.index * self._kf_ns
-            # what the store holds of it: written at a stop, or by another owner
-            held = held_frames(self.store, device, source, t0, t0 + self._kf_ns)
+            # what the store holds of it (written at a stop, or by another owner), read
+            # for the next PREFETCH windows at once
+            if (device, source, window.index) not in ahead:
+                ahead = held_windows(self.store, [(*w.key, w.index) for w in
+                                                  queue[i:i + PREFETCH]], self._kf_ns)
+            held = ahead[(device, source, window.index)]
             frames = {**held.within, **{f.ts_ns: f for f in window.frames}}
             rows = held.to_write(frames)
             segments = [segment_of(device, source, rows)] if rows else []

@@ -142,12 +142,27 @@ class Store(OperationsStore):
         """One stream's segments that hold samples in the window [t0_ns, t1_ns) and start
         at most ``reach_ns`` before it (the longest a segment can be), by t_start_ns and
         first_seq: one statement, an index range of the stream's last ``reach_ns``."""
+        found = self.streams_window_segments([(device, source)], t0_ns=t0_ns, t1_ns=t1_ns,
+                                             reach_ns=reach_ns)
+        return found.get((device, source), [])
+
+    def streams_window_segments(self, streams: Sequence[tuple[str, str]], *, t0_ns: int,
+                                t1_ns: int, reach_ns: int
+                                ) -> dict[tuple[str, str], list[SegmentRecord]]:
+        """``window_segments`` of each (device, source) in ``streams``, one window for
+        all, in one statement (a stream with none is left out)."""
         stmt = select(SEGMENTS).where(
-            SegmentRow.device == device, SegmentRow.source == source,
+            SegmentRow.device.in_({d for d, _ in streams}),
+            SegmentRow.source.in_({s for _, s in streams}),
             SegmentRow.t_start_ns >= t0_ns - reach_ns, SegmentRow.t_start_ns < t1_ns,
             SegmentRow.t_end_ns >= t0_ns).order_by(SegmentRow.t_start_ns, SegmentRow.first_seq)
         rows = self._read("window_segments", lambda conn: conn.execute(stmt).all())
-        return [queries.segment_record(r) for r in rows]
+        wanted = set(streams)
+        out: dict[tuple[str, str], list[SegmentRecord]] = {}
+        for r in rows:
+            if (r.device, r.source) in wanted:
+                out.setdefault((r.device, r.source), []).append(queries.segment_record(r))
+        return out
 
     def segment_heads(self, *, device: str, source: str, t0_ns: int,
                       t1_ns: int) -> list[SegmentHead]:

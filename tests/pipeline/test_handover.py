@@ -105,3 +105,41 @@ def test_a_stale_owner_writing_a_window_keeps_what_another_owner_wrote_in_it(
     store.stop()
     assert sorted((t - t0) // 10**9 for _, _, t in stored) == [10, 20, 30, 40, 70]
     assert max(stored.values()) == 1
+
+
+def test_a_stale_owner_writing_many_windows_at_once_keeps_what_others_wrote_in_each(
+    tmp_path: Path,
+) -> None:
+    """The window writer reads what the store holds of many windows in one statement:
+    each window keeps what another owner wrote in it, and no other window's."""
+    from fabricops.core.bus import Message
+    from fabricops.core.frame import Frame
+
+    store = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}"))
+    store.start()
+    bus = MemoryBus()
+    bus.start()
+    t0 = 1_800_000_000 * 10**9
+    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+    devices = [f"leaf-{d}" for d in range(5)]
+
+    def msgs(device: str, *seconds: int) -> list[Message]:
+        return [Message(topic, 0, s, device.encode(), Frame.build(
+            device, t0 + s * 10**9, "gnmi", s, [f"{device}:eth1"], ["in_octets"],
+            [1000 * s]).encode(), 0) for s in seconds]
+
+    a = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
+    for d in devices:
+        a.process(msgs(d, 10, 20))
+    b = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
+    b.restore()
+    for d in devices[1::2]:  # b owned leaf-1 and leaf-3 for a while, and wrote them
+        b.process(msgs(d, 10, 20, 30, 40) + msgs(d, 70))
+    a.flush()  # a, stale, writes all five windows in one pass
+    b.flush()
+    stored = stored_points(store)
+    store.stop()
+    for i, d in enumerate(devices):
+        want = [10, 20, 30, 40, 70] if i % 2 else [10, 20]
+        assert sorted((t - t0) // 10**9 for dev, _, t in stored if dev == d) == want, d
+    assert max(stored.values()) == 1

@@ -70,6 +70,23 @@ def test_heads_and_what_a_window_write_reads(store: Store) -> None:
         "no further back than a segment can start"
 
 
+def test_the_windows_of_many_streams_are_read_in_one_statement(store: Store) -> None:
+    """What each stream holds of one window, as ``window_segments`` gives it stream by
+    stream; a stream with nothing is left out, and a device's other source (asked for
+    another device) is not given."""
+    store.put_segments([segment("leaf-0", 2), segment("leaf-1", 2), segment("leaf-1", 3),
+                        segment("leaf-0", 2, "snmp"), segment("leaf-2", 2, "snmp")])
+    streams = [("leaf-0", "gnmi"), ("leaf-1", "gnmi"), ("leaf-2", "snmp"), ("leaf-3", "gnmi")]
+    window = {"t0_ns": T0 + 120 * S, "t1_ns": T0 + 180 * S, "reach_ns": 600 * S}
+    found = store.streams_window_segments(streams, **window)
+    assert sorted(found) == [("leaf-0", "gnmi"), ("leaf-1", "gnmi"), ("leaf-2", "snmp")]
+    for device, source in streams:
+        one = store.window_segments(device=device, source=source, **window)
+        assert found.get((device, source), []) == one
+    assert [(s.device, s.source, (s.t_start_ns - T0) // S)
+            for s in found[("leaf-1", "gnmi")]] == [("leaf-1", "gnmi", 120)]
+
+
 def test_a_window_close_keeps_a_merged_segment_reaching_past_the_window(store: Store) -> None:
     old = [segment("leaf-0", i) for i in range(3)]
     store.put_segments(old)
