@@ -1,5 +1,6 @@
-"""The pipeline worker end to end: samples per CPU-second, bytes written per sample,
-and the longest batch, on one core.
+"""The pipeline worker end to end: samples per CPU-second, CPU per frame (the worker's
+cost is mostly per frame, so small devices' frames cost more a sample), bytes
+written per sample, and the longest batch, on one core.
 
 The twin (``--family``, ``--gpus``) runs a training job for ``--seconds`` at 1 s
 ticks; every tick's frames are published on the in-process bus, as the
@@ -104,13 +105,14 @@ def main() -> None:
     bus = MemoryBus(MemoryBusConfig(retention_records=10**8, retention_bytes=1 << 36))
     bus.start()
     sink = BusFrameSink(bus, DEFAULT_PREFIX)
-    samples = 0
+    samples = n_frames = 0
     print(f"{args.family} {args.gpus}: {topo.summary()['switches']} switches, "
           f"{topo.summary()['nics']} NICs; simulating {args.seconds} s ...", flush=True)
     for _ in range(args.seconds):
         sim.step()
         frames = sim.frames()
         samples += sum(f.n_samples for f in frames)
+        n_frames += len(frames)
         sink.publish_frames(frames)
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(StoreConfig(url=f"sqlite:///{tmp}/fabricops.db"))
@@ -158,6 +160,8 @@ def main() -> None:
     total = cpu + flush_cpu
     print(f"samples {samples:,} in {batches:,} batches; worker CPU {total:.2f} s = "
           f"{samples / total / 1e6:.2f} M samples per CPU-second")
+    print(f"frames {n_frames:,} of {samples / max(n_frames, 1):,.0f} samples each: "
+          f"{total / max(n_frames, 1) * 1e3:.3f} ms of worker CPU a frame")
     print(f"final flush {flush_cpu:.2f} CPU-s ({final:,} segments of windows still held); "
           f"windows held at most {held / 1e9:.2f} GB of sample arrays")
     print(f"written {wrote / samples:.2f} B/sample ({wrote / 1e6:,.0f} MB); database on disk "
