@@ -128,14 +128,18 @@ def test_an_actuator_from_a_secured_inventory_sets_over_tls_with_the_login(
             for s in target.switches])
         actuator = GnmiSetActuator.for_inventory(inventory)
         shut = Step(op=StepOp.SHUT_PORT, target=PORT)
+        actuator.check(shut)  # asked over TLS with the login: it answers
+        assert actuator.registry.get_sample_value(
+            "fabricops_gnmi_set_checks_total", {"outcome": "answered"}) == 1
         assert actuator.apply(shut, make_action(ActionKind.ISOLATE_PORT, PORT, shut)) == {}
         assert not fabric.admin_up(PORT)
         wrong = Inventory(targets=[t.model_copy(update={"gnmi": t.gnmi.model_copy(
             update={"password": "nope"})}) for t in inventory.targets])
         undo = Step(op=StepOp.NO_SHUT_PORT, target=PORT)
+        refused = GnmiSetActuator.for_inventory(wrong)
+        refused.check(undo)  # a wrong login is refused: the device is there, apply says why
         with pytest.raises(ActuatorError, match=PORT):
-            GnmiSetActuator.for_inventory(wrong).apply(
-                undo, make_action(ActionKind.ISOLATE_PORT, PORT, undo))
+            refused.apply(undo, make_action(ActionKind.ISOLATE_PORT, PORT, undo))
         assert not fabric.admin_up(PORT)
     finally:
         target.stop()
