@@ -4,7 +4,7 @@ Frames reach the pipeline late after a broker outage (a producer resends its
 buffer) or reordered between partitions. A frame is a duplicate only when its
 identity, (device, source, ts_ns), is already stored; otherwise it is kept,
 whatever came before it. ``correct_windows`` takes the late frames of closed
-windows, reads what the store holds of each window (``held_frames``: its
+windows, reads what the store holds of each window (``held_windows``: its
 segment, and the times a merged segment covering it holds), and writes the
 window again with the new frames in it (one transaction per window: the old
 segment goes, the corrected segment comes; a merged segment stays, and the
@@ -87,18 +87,11 @@ class Held:
         return rows[lead:]
 
 
-def held_frames(store: Store, device: str, source: str, t0_ns: int, t1_ns: int) -> Held:
-    """What the store holds of one stream's window [t0_ns, t1_ns) (see ``Held``), from
-    the segments that may reach into it: the longest starts ``MAX_SPAN_S`` plus a window
-    before it."""
-    return _held(store.window_segments(device=device, source=source, t0_ns=t0_ns,
-                                       t1_ns=t1_ns, reach_ns=_reach(t0_ns, t1_ns)),
-                 device, source, t0_ns, t1_ns)
-
-
 def held_windows(store: Store, windows: Sequence[WindowKey], window_ns: int
                  ) -> dict[WindowKey, Held]:
-    """``held_frames`` of each window, one statement for the windows of one index."""
+    """What the store holds of each window (see ``Held``), from the segments that may
+    reach into it (the longest starts ``MAX_SPAN_S`` plus a window before it): one
+    statement for the windows of one index."""
     by_index: dict[int, list[tuple[str, str]]] = {}
     for device, source, index in windows:
         by_index.setdefault(index, []).append((device, source))
@@ -142,9 +135,10 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
         groups.setdefault((frame.device, frame.source.value, frame.ts_ns // window_ns),
                           []).append(frame)
     done = Correction()
+    held = held_windows(store, list(groups), window_ns)
     for (device, source, index), frames in sorted(groups.items()):
         t0, t1 = index * window_ns, (index + 1) * window_ns
-        have = held_frames(store, device, source, t0, t1)
+        have = held[(device, source, index)]
         new = {}
         for f in frames:
             if have.has(f.ts_ns) or f.ts_ns in new:

@@ -23,7 +23,7 @@ Contract:
   written meanwhile makes the merge skip that span, never lose the frame.
 * A window write never deletes a merged segment. A late frame for a merged
   span is written in a segment of its own beside it, holding what the merged
-  one lacks (``late.held_frames``); the next run folds it in.
+  one lacks (``late.held_windows``); the next run folds it in.
 * A span that cannot be merged (a segment that does not decode, too many
   samples for one segment, a busy database) is left as it is, and counted.
 * Idempotent: a span already merged is one segment and is left as it is.

@@ -65,6 +65,7 @@ from fabricops.core.openconfig import bare_name
 from fabricops.remediation.actuator import PREVIOUS, ActuatorError, UnreachableError
 
 _MAX_MESSAGE_BYTES = 4 << 20
+_SILENT = ("unreachable", "timeout")  # outcomes of a device that did not answer
 
 
 class GnmiSetConfig(GnmiSecurity):
@@ -130,12 +131,12 @@ class GnmiSetActuator:
         if step.op not in self.ops:
             raise ActuatorError(f"{step.describe()}: the gnmi actuator cannot carry out "
                                 f"{step.op.value!r}")
-        endpoint = self._endpoint_of(step)
         try:
+            endpoint = self._endpoint_of(step)
             facts = asyncio.run(self._carry_out(step, endpoint))
         except _SetFailedError as exc:
             self._count(step, exc.outcome)
-            if exc.outcome in ("unreachable", "timeout"):
+            if exc.outcome in _SILENT:
                 raise UnreachableError(f"{step.describe()}: {exc}", endpoint.device) from None
             raise ActuatorError(f"{step.describe()}: {exc}") from None
         self._count(step, "ok")
@@ -148,8 +149,8 @@ class GnmiSetActuator:
         if step.op not in self.ops:
             return
         try:
-            endpoint = self._endpoint_of(step, count=False)
-        except ActuatorError:
+            endpoint = self._endpoint_of(step)
+        except _SetFailedError:
             return
         try:
             asyncio.run(self._probe(step, endpoint))
@@ -170,29 +171,28 @@ class GnmiSetActuator:
                 metadata=call_metadata(endpoint), wait_for_ready=False)
         except grpc.aio.AioRpcError as exc:
             failure = _failure(f"{endpoint.device} at {endpoint.address}", exc, timeout)
-            if failure.outcome in ("unreachable", "timeout"):
+            if failure.outcome in _SILENT:
                 raise failure from None
         finally:
             await channel.close()
 
-    def _endpoint_of(self, step: Step, count: bool = True) -> GnmiEndpoint:
+    def _endpoint_of(self, step: Step) -> GnmiEndpoint:
+        """The endpoint of the device ``step`` acts on; _SetFailedError (bad_target,
+        bad_port, unknown_device) if it names none this actuator knows."""
         if step.op in (StepOp.SET_HASH, StepOp.SET_CONFIG):
             device = step.target
             if PORT_SEP in device:
-                self._count(step, count=count, outcome="bad_target")
-                raise ActuatorError(f"{step.describe()}: {device!r} is a port; set_hash "
-                                    "needs a switch")
+                raise _SetFailedError("bad_target", f"{device!r} is a port; set_hash needs "
+                                      "a switch")
         else:
             try:
                 device = split_port(step.target)[0]
             except EntityError as exc:
-                self._count(step, count=count, outcome="bad_port")
-                raise ActuatorError(f"{step.describe()}: {exc}") from None
+                raise _SetFailedError("bad_port", str(exc)) from None
         endpoint = self._endpoints.get(device)
         if endpoint is None:
-            self._count(step, count=count, outcome="unknown_device")
-            raise ActuatorError(f"{step.describe()}: device {device!r} has no gNMI address "
-                                f"({len(self._endpoints)} devices are known)")
+            raise _SetFailedError("unknown_device", f"device {device!r} has no gNMI address "
+                                  f"({len(self._endpoints)} devices are known)")
         return endpoint
 
     async def _carry_out(self, step: Step, endpoint: GnmiEndpoint) -> dict[str, Param]:
@@ -235,9 +235,8 @@ class GnmiSetActuator:
             await channel.close()
         return facts
 
-    def _count(self, step: Step, outcome: str, count: bool = True) -> None:
-        if count:
-            self._metrics.steps.labels(step.op.value, outcome).inc()
+    def _count(self, step: Step, outcome: str) -> None:
+        self._metrics.steps.labels(step.op.value, outcome).inc()
 
 
 def _path(*elems: str | tuple[str, dict[str, str]]) -> Any:

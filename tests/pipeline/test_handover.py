@@ -8,8 +8,9 @@ import threading
 import time
 from pathlib import Path
 
-from fabricops.core.bus import DEFAULT_PREFIX, Topic, topic_name
+from fabricops.core.bus import DEFAULT_PREFIX, Message, Topic, topic_name
 from fabricops.core.busio import BusFrameSink
+from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.store.store import Store, StoreConfig
@@ -73,23 +74,32 @@ def test_members_joining_and_leaving_lose_nothing_and_store_nothing_twice(
     assert max(stored.values()) == 1
 
 
-def test_a_stale_owner_writing_a_window_keeps_what_another_owner_wrote_in_it(
-    tmp_path: Path,
-) -> None:
-    from fabricops.core.bus import Message
-    from fabricops.core.frame import Frame
+T0 = 1_800_000_000 * 10**9
+TOPIC = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
 
+
+def _messages(device: str, *seconds: int) -> list[Message]:
+    """One in_octets frame of ``device`` at each of ``seconds``, as the bus delivers it."""
+    return [Message(TOPIC, 0, s, device.encode(), Frame.build(
+        device, T0 + s * 10**9, "gnmi", s, [f"{device}:eth1"], ["in_octets"],
+        [1000 * s]).encode(), 0) for s in seconds]
+
+
+def _store_and_bus(tmp_path: Path) -> tuple[Store, MemoryBus]:
     store = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}"))
     store.start()
     bus = MemoryBus()
     bus.start()
-    t0 = 1_800_000_000 * 10**9
-    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+    return store, bus
+
+
+def test_a_stale_owner_writing_a_window_keeps_what_another_owner_wrote_in_it(
+    tmp_path: Path,
+) -> None:
+    store, bus = _store_and_bus(tmp_path)
 
     def msgs(*seconds: int) -> list[Message]:
-        return [Message(topic, 0, s, b"leaf-9", Frame.build(
-            "leaf-9", t0 + s * 10**9, "gnmi", s, ["leaf-9:eth1"], ["in_octets"],
-            [1000 * s]).encode(), 0) for s in seconds]
+        return _messages("leaf-9", *seconds)
 
     a = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
     a.process(msgs(10, 20))
@@ -97,13 +107,13 @@ def test_a_stale_owner_writing_a_window_keeps_what_another_owner_wrote_in_it(
     b.restore()  # b takes the device over: the bus delivers 10 and 20 again
     b.process(msgs(10, 20, 30, 40))
     b.process(msgs(70))  # b sees the window end and writes it
-    assert b.windows.holds() == {(topic, 0): 70}, "only 70 is still to be written"
+    assert b.windows.holds() == {(TOPIC, 0): 70}, "only 70 is still to be written"
     a.process(msgs(70))  # a, stale, knowing only of 10 and 20, writes the window too
     a.flush()
     b.flush()
     stored = stored_points(store)
     store.stop()
-    assert sorted((t - t0) // 10**9 for _, _, t in stored) == [10, 20, 30, 40, 70]
+    assert sorted((t - T0) // 10**9 for _, _, t in stored) == [10, 20, 30, 40, 70]
     assert max(stored.values()) == 1
 
 
@@ -112,34 +122,20 @@ def test_a_stale_owner_writing_many_windows_at_once_keeps_what_others_wrote_in_e
 ) -> None:
     """The window writer reads what the store holds of many windows in one statement:
     each window keeps what another owner wrote in it, and no other window's."""
-    from fabricops.core.bus import Message
-    from fabricops.core.frame import Frame
-
-    store = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'f.db'}"))
-    store.start()
-    bus = MemoryBus()
-    bus.start()
-    t0 = 1_800_000_000 * 10**9
-    topic = topic_name(Topic.TELEMETRY, DEFAULT_PREFIX)
+    store, bus = _store_and_bus(tmp_path)
     devices = [f"leaf-{d}" for d in range(5)]
-
-    def msgs(device: str, *seconds: int) -> list[Message]:
-        return [Message(topic, 0, s, device.encode(), Frame.build(
-            device, t0 + s * 10**9, "gnmi", s, [f"{device}:eth1"], ["in_octets"],
-            [1000 * s]).encode(), 0) for s in seconds]
-
     a = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
     for d in devices:
-        a.process(msgs(d, 10, 20))
+        a.process(_messages(d, 10, 20))
     b = PipelineWorker(PipelineConfig(max_future_s=1e9), bus, store)
     b.restore()
     for d in devices[1::2]:  # b owned leaf-1 and leaf-3 for a while, and wrote them
-        b.process(msgs(d, 10, 20, 30, 40) + msgs(d, 70))
+        b.process(_messages(d, 10, 20, 30, 40) + _messages(d, 70))
     a.flush()  # a, stale, writes all five windows in one pass
     b.flush()
     stored = stored_points(store)
     store.stop()
     for i, d in enumerate(devices):
         want = [10, 20, 30, 40, 70] if i % 2 else [10, 20]
-        assert sorted((t - t0) // 10**9 for dev, _, t in stored if dev == d) == want, d
+        assert sorted((t - T0) // 10**9 for dev, _, t in stored if dev == d) == want, d
     assert max(stored.values()) == 1

@@ -4,6 +4,7 @@ writer skips the span."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -231,15 +232,16 @@ def _window(store: Store, *times: int) -> None:
 def _merge_after_next_read(store: Store, older_than_ns: int) -> None:
     """Make the next window read be followed at once by a merge of one span: a merge
     that commits between a writer's read and its write."""
-    read = store.window_segments
+    read = store.streams_window_segments
 
-    def merge_after_the_read(**kw: int) -> list[SegmentRecord]:
-        found = read(**kw)
-        store.window_segments = read  # type: ignore[method-assign]
+    def merge_after_the_read(streams: Sequence[tuple[str, str]], **kw: int
+                             ) -> dict[tuple[str, str], list[SegmentRecord]]:
+        found = read(streams, **kw)
+        store.streams_window_segments = read  # type: ignore[method-assign]
         assert merge_segments(store, older_than_ns=older_than_ns, config=SPAN).spans == 1
         return found
 
-    store.window_segments = merge_after_the_read  # type: ignore[method-assign]
+    store.streams_window_segments = merge_after_the_read  # type: ignore[method-assign]
 
 
 def _times(store: Store) -> list[int]:
