@@ -1,10 +1,12 @@
 """The series of one device from one source, followed frame by frame.
 
-A ``SeriesStream`` maps each frame's samples onto its series slots (a frame
-with the same layout as the last one reuses the mapping), turns counters into
-rates (:mod:`fabricops.pipeline.rates`) and extracts key events
-(:mod:`fabricops.pipeline.events`). Frames must come in time order; the
-caller drops a frame not newer than ``last_ts_ns`` (a re-delivery).
+A ``SeriesStream`` maps each frame's samples onto its series, and its series
+onto slots of a :class:`~fabricops.pipeline.stream_bank.StreamBank` (a frame
+with the same layout as the last one reuses the mapping); the bank turns
+counters into rates (:mod:`fabricops.pipeline.rates`) and extracts key events
+(:mod:`fabricops.pipeline.events`), for many streams' frames at once. Frames
+must come in time order; the caller drops a frame not newer than
+``last_ts_ns`` (a re-delivery).
 """
 
 from __future__ import annotations
@@ -12,97 +14,62 @@ from __future__ import annotations
 import io
 import json
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fabricops.core.catalogue import CATALOGUE, MetricKind
 from fabricops.core.frame import Frame
-from fabricops.core.records import Event, EventKind, Severity
 from fabricops.pipeline.events import EventRules
-from fabricops.pipeline.rates import counter_rates
+from fabricops.pipeline.stream_bank import COLUMNS, StepResult, StreamBank
 
 _KIND = np.zeros(CATALOGUE.max_id + 1, dtype=np.uint8)  # 0 counter, 1 gauge, 2 state
 for _m in CATALOGUE.metrics:
     _KIND[_m.id] = {MetricKind.COUNTER: 0, MetricKind.GAUGE: 1, MetricKind.STATE: 2}[_m.kind]
-_OPER_DOWN = 2
+
+__all__ = ["SeriesStream", "StepResult"]
 
 
-@dataclass
-class StepResult:
-    """What one frame did: events raised, counters that went backwards, a reset."""
+class _Column:
+    """A stream's view of one bank array: the values of its series, in their order
+    (a copy; the bank is written through ``StreamBank``)."""
 
-    events: list[Event] = field(default_factory=list)
-    backwards: list[tuple[str, str]] = field(default_factory=list)  # (entity, metric)
-    reset: bool = False
-    rates: int = 0
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, stream: SeriesStream, owner: type | None = None) -> NDArray[Any]:
+        return getattr(stream.bank, self.name)[stream.gslot]  # type: ignore[no-any-return]
 
 
 class SeriesStream:
-    """Rates and events of one (device, source); state grows as new series appear."""
+    """Rates and events of one (device, source); its series grow as new ones appear.
+    Streams that share a ``bank`` can be stepped together (``StreamBank.step``); one
+    without is given a bank of its own."""
 
-    def __init__(self, device: str, source: str, rules: EventRules) -> None:
+    metric, last_raw, have, active, odd, mean, var, count = (_Column() for _ in range(8))
+
+    def __init__(self, device: str, source: str, rules: EventRules,
+                 bank: StreamBank | None = None) -> None:
         self.device = device
         self.source = source
         self.rules = rules
+        self.bank = bank if bank is not None else StreamBank(rules)
         self.last_ts_ns: int | None = None
         self._keys: list[tuple[str, int]] = []
         self._slot: dict[tuple[str, int], int] = {}
+        self.gslot = np.zeros(0, np.int64)  # the bank's slot of each series
         self._layout: _Layout | None = None
-        self.metric = np.zeros(0, dtype=np.uint16)
-        self.last_raw = np.zeros(0, dtype=np.uint64)
-        self.have = np.zeros(0, dtype=bool)
-        self.active = np.zeros(0, dtype=bool)  # inside a threshold condition
-        self.odd = np.zeros(0, dtype=bool)  # inside an anomaly
-        self.mean = np.zeros(0)
-        self.var = np.zeros(0)
-        self.count = np.zeros(0, dtype=np.int64)
 
     def step(self, frame: Frame, *, emit: bool = True) -> StepResult:
         """Advance by ``frame`` (known metrics only); ``emit`` False only warms state up."""
-        lay = self._layout_of(frame)
-        out = StepResult()
-        n_ctr = len(lay.counters)
-        rate = np.full(n_ctr + 1, np.nan)  # per counter sample, and NaN for the rest
-        if self.last_ts_ns is not None and n_ctr:
-            self._rates(frame, lay, (frame.ts_ns - self.last_ts_ns) / 1e9, rate, out)
-        self._state_events(frame, lay, out)
-        self._threshold_events(frame, lay, rate, out)
-        self._anomalies_and_learn(frame, lay, rate[:n_ctr], out)
+        out = self.bank.step([(self, frame)])[0]
         if not emit:
             out.events.clear()
-        self.last_raw[lay.slots] = frame.raw
-        if not lay.warm:
-            self.have[lay.slots] = True
-            lay.warm = True
-        self.last_ts_ns = frame.ts_ns
         return out
 
-    def _rates(self, frame: Frame, lay: _Layout, dt_s: float, rate: NDArray[np.float64],
-               out: StepResult) -> None:
-        """Fill ``rate`` (per counter sample of ``lay``) where the counter had a value."""
-        if dt_s <= 0:
-            return
-        pos = None if lay.warm else np.flatnonzero(self.have[lay.counter_slots])
-        ctr = lay.counters if pos is None else lay.counters[pos]
-        prev = self.last_raw[lay.counter_slots if pos is None else lay.counter_slots[pos]]
-        stepped = counter_rates(prev, frame.raw[ctr], dt_s)
-        if pos is None:
-            rate[:-1] = stepped.rate
-        else:
-            rate[pos] = stepped.rate
-        out.reset = stepped.reset
-        if stepped.reset or not stepped.backwards.any():
-            out.rates = 0 if stepped.reset else len(ctr)
-            return
-        went_back = np.flatnonzero(stepped.backwards)
-        out.rates = len(ctr) - len(went_back)
-        for i in ctr[went_back].tolist():
-            out.backwards.append((frame.entities[frame.entity_idx[i]],
-                                  CATALOGUE.by_id(int(frame.metric[i])).name))
-
-    _ARRAYS = ("metric", "last_raw", "have", "active", "odd", "mean", "var", "count")
+    _ARRAYS = tuple(name for name, _ in COLUMNS)
     STATE_MAGIC = b"FOSS"
     """What a checkpoint starts with (deflated): a u32 length and a JSON header of the
     series keys, the last time and each array's dtype and length, then the arrays'
@@ -112,7 +79,7 @@ class SeriesStream:
         """The stream's whole state, to resume exactly where it stopped (see ``resume``),
         deflated (fast level: it is saved with every window, and names, flags and counts
         repeat, so it shrinks several-fold)."""
-        arrays = [getattr(self, k) for k in self._ARRAYS]
+        arrays = [getattr(self.bank, k)[self.gslot] for k in self._ARRAYS]
         head = json.dumps({
             "keys": self._keys,
             "last_ts_ns": -1 if self.last_ts_ns is None else self.last_ts_ns,
@@ -121,10 +88,11 @@ class SeriesStream:
                                        head, *(a.tobytes() for a in arrays))), 1)
 
     @classmethod
-    def resume(cls, device: str, source: str, rules: EventRules, state: bytes) -> SeriesStream:
+    def resume(cls, device: str, source: str, rules: EventRules, state: bytes,
+               bank: StreamBank | None = None) -> SeriesStream:
         """A stream in the state ``snapshot`` saved, or an earlier version's ``.npz``
-        archive (deflated, or bare)."""
-        stream = cls(device, source, rules)
+        archive (deflated, or bare), with its series in new slots of ``bank``."""
+        stream = cls(device, source, rules, bank)
         body = state if state[:2] == b"PK" else zlib.decompress(state)
         if not body.startswith(cls.STATE_MAGIC):
             return cls._resume_npz(stream, body)
@@ -135,11 +103,11 @@ class SeriesStream:
         stream._slot = {k: i for i, k in enumerate(stream._keys)}
         last = int(head["last_ts_ns"])
         stream.last_ts_ns = None if last < 0 else last
-        for name, (dtype, n) in zip(cls._ARRAYS, head["arrays"], strict=True):
-            array = np.frombuffer(body, np.dtype(dtype), n, at).copy()
-            at += array.nbytes
-            setattr(stream, name, array)
-        return stream
+        arrays = []
+        for dtype, n in head["arrays"]:
+            arrays.append(np.frombuffer(body, np.dtype(dtype), n, at))
+            at += arrays[-1].nbytes
+        return stream._settle(arrays)
 
     @classmethod
     def _resume_npz(cls, stream: SeriesStream, archive: bytes) -> SeriesStream:
@@ -148,11 +116,17 @@ class SeriesStream:
             stream._slot = {k: i for i, k in enumerate(stream._keys)}
             last = int(saved["last_ts_ns"])
             stream.last_ts_ns = None if last < 0 else last
-            for name in cls._ARRAYS:
-                setattr(stream, name, saved[name].copy())
-        return stream
+            return stream._settle([saved[name] for name in cls._ARRAYS])
 
-    def _layout_of(self, frame: Frame) -> _Layout:
+    def _settle(self, arrays: list[NDArray[Any]]) -> SeriesStream:
+        """Put a checkpoint's arrays (in ``_ARRAYS`` order) in new slots of the bank."""
+        self.gslot = self.bank.alloc(len(self._keys))
+        for name, array in zip(self._ARRAYS, arrays, strict=True):
+            getattr(self.bank, name)[self.gslot] = array[:len(self._keys)]
+        return self
+
+    def layout_of(self, frame: Frame) -> _Layout:
+        """Where ``frame``'s samples go (slots of the bank) and how each is judged."""
         lay = self._layout
         if lay is not None and frame.entity_idx is lay.arrays[0] \
                 and frame.metric is lay.arrays[1] and frame.entities is lay.key[0]:
@@ -170,102 +144,13 @@ class SeriesStream:
                 slot = self._slot[k] = len(self._keys)
                 self._keys.append(k)
             slots[i] = slot
-        self._grow(len(self._keys))
-        self.metric[slots] = frame.metric
-        self._layout = _Layout.of(key, slots, frame, self.rules)
+        if len(self._keys) > len(self.gslot):
+            self.gslot = np.concatenate([self.gslot,
+                                         self.bank.alloc(len(self._keys) - len(self.gslot))])
+        gslots = self.gslot[slots]
+        self.bank.metric[gslots] = frame.metric
+        self._layout = _Layout.of(key, gslots, frame, self.rules)
         return self._layout
-
-    def _grow(self, n: int) -> None:
-        extra = n - len(self.last_raw)
-        if extra <= 0:
-            return
-        self.metric = np.concatenate([self.metric, np.zeros(extra, np.uint16)])
-        self.last_raw = np.concatenate([self.last_raw, np.zeros(extra, np.uint64)])
-        self.count = np.concatenate([self.count, np.zeros(extra, np.int64)])
-        self.have, self.active, self.odd = (np.concatenate([a, np.zeros(extra, bool)])
-                                            for a in (self.have, self.active, self.odd))
-        self.mean, self.var = (np.concatenate([a, np.zeros(extra)]) for a in (self.mean, self.var))
-
-    def _event(self, frame: Frame, i: int, kind: EventKind, value: float,
-               severity: Severity, detail: str) -> Event:
-        return Event(ts_ns=frame.ts_ns, device=self.device,
-                     entity=frame.entities[frame.entity_idx[i]],
-                     metric=CATALOGUE.by_id(int(frame.metric[i])).name, kind=kind,
-                     value=value, severity=severity, detail=detail)
-
-    def _state_events(self, frame: Frame, lay: _Layout, out: StepResult) -> None:
-        if not len(lay.states):
-            return
-        old = self.last_raw[lay.state_slots]
-        changed = frame.raw[lay.states] != old
-        if not lay.warm:
-            changed &= self.have[lay.state_slots]
-        for j in np.flatnonzero(changed).tolist():
-            i = int(lay.states[j])
-            new = int(frame.raw[i])
-            sev = Severity.CRITICAL if new == _OPER_DOWN else Severity.INFO
-            out.events.append(self._event(frame, i, EventKind.STATE_CHANGE, float(new),
-                                          sev, f"{int(old[j])} -> {new}"))
-
-    def _threshold_events(self, frame: Frame, lay: _Layout, rate: NDArray[np.float64],
-                          out: StepResult) -> None:
-        """``rate`` per counter sample, then NaN (the value of a ruled state)."""
-        r = lay.ruled
-        if not len(r):
-            return
-        value = np.where(lay.ruled_gauge, frame.raw[r].view(np.float64), rate[lay.ruled_rate])
-        with np.errstate(invalid="ignore"):
-            now = np.where(lay.below, value < lay.limit, value > lay.limit)
-        was = self.active[lay.ruled_slots]
-        if not (now != was).any():
-            return  # no condition starts or ends
-        known = ~np.isnan(value)
-        for j in np.flatnonzero(now & ~was).tolist():
-            mid = int(frame.metric[r[j]])
-            rule = "below" if self.rules.below[mid] else "above"
-            out.events.append(self._event(
-                frame, int(r[j]), EventKind.THRESHOLD, float(value[j]),
-                self.rules.severity[mid], f"{rule} {self.rules.limit[mid]:g}"))
-        for j in np.flatnonzero(~now & was & known).tolist():
-            out.events.append(self._event(frame, int(r[j]), EventKind.CLEARED,
-                                          float(value[j]), Severity.INFO, "threshold cleared"))
-        self.active[lay.ruled_slots] = np.where(known, now, was)
-
-    def _anomalies_and_learn(self, frame: Frame, lay: _Layout, rate: NDArray[np.float64],
-                             out: StepResult) -> None:
-        """Judge the watched rates against their EWMA, then update the EWMA mean and
-        variance of each watched counter with its rate unless that rate is anomalous
-        (only watched counters are judged, so only they are learnt)."""
-        w = lay.watch
-        if not len(w):
-            return
-        cfg = self.rules.config
-        s = lay.watch_slots
-        r = rate[w]
-        mean, var, count, was = self.mean[s], self.var[s], self.count[s], self.odd[s]
-        known = ~np.isnan(r)
-        diff = r - mean
-        dev = np.abs(diff)
-        odd = (known & (count >= cfg.anomaly_warmup) & (dev > cfg.anomaly_z * np.sqrt(var))
-               & (dev > cfg.anomaly_min_relative * np.abs(mean)))
-        if (known & (odd != was)).any():
-            for j in np.flatnonzero(odd & ~was).tolist():
-                out.events.append(self._event(
-                    frame, int(lay.counters[w[j]]), EventKind.ANOMALY, float(r[j]),
-                    Severity.WARNING, f"rate {r[j]:.4g}/s vs mean {mean[j]:.4g}/s"))
-            for j in np.flatnonzero(~odd & was & known).tolist():
-                out.events.append(self._event(frame, int(lay.counters[w[j]]),
-                                              EventKind.CLEARED, float(r[j]), Severity.INFO,
-                                              "anomaly cleared"))
-            was = np.where(known, odd, was)
-            self.odd[s] = was
-        learn = known & ~was
-        first = count == 0
-        a = cfg.anomaly_alpha
-        self.mean[s] = np.where(learn, np.where(first, r, mean + a * diff), mean)
-        self.var[s] = np.where(learn, np.where(first, 0.0, (1 - a) * (var + a * diff * diff)),
-                               var)
-        self.count[s] = count + learn
 
 
 @dataclass
@@ -273,7 +158,7 @@ class _Layout:
     """What a stream works out once per frame layout: each sample's slot; which
     samples are counters (only they have rates), states, under a threshold rule
     (with where their value comes from) or watched for anomalies; and the slots
-    of each. ``warm``: every slot has had a value."""
+    of each."""
 
     key: tuple[tuple[str, ...], bytes, bytes]
     arrays: tuple[NDArray[np.uint32], NDArray[np.uint16]]  # the last frame's columns
@@ -290,7 +175,6 @@ class _Layout:
     ruled_rate: NDArray[np.intp]  # position in the rates, or past them (NaN)
     limit: NDArray[np.float64]
     below: NDArray[np.bool_]
-    warm: bool = False
 
     @classmethod
     def of(cls, key: tuple[tuple[str, ...], bytes, bytes], slots: NDArray[np.int64],

@@ -40,6 +40,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from prometheus_client import CollectorRegistry
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +51,6 @@ from fabricops.core.consumer import ConsumerLoop, ConsumerLoopConfig
 from fabricops.core.deadletter import DeadLetterBox
 from fabricops.core.frame import Frame
 from fabricops.core.liveness import Liveness
-from fabricops.core.logthrottle import ThrottledLog
 from fabricops.core.records import Event
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
@@ -63,6 +63,7 @@ from fabricops.pipeline.intake import (
 )
 from fabricops.pipeline.late import PREFETCH, correct_windows, held_windows
 from fabricops.pipeline.stream import SeriesStream
+from fabricops.pipeline.stream_bank import StepQueue, StreamBank
 from fabricops.pipeline.windows import (
     NO_ORIGIN,
     Origin,
@@ -72,7 +73,7 @@ from fabricops.pipeline.windows import (
     WindowBook,
     frame_order,
 )
-from fabricops.pipeline.worker_metrics import WorkerMetrics
+from fabricops.pipeline.worker_metrics import SetAside, WorkerMetrics
 from fabricops.store.records import WindowClose, store_problem
 from fabricops.store.store import Store
 
@@ -128,11 +129,13 @@ class PipelineWorker:
         # called after every batch with its events and the newest frame time (ns)
         self.on_batch: list[Callable[[Sequence[Event], int], None]] = []
         self._streams: dict[StreamKey, SeriesStream] = {}
+        self._bank = StreamBank(self.rules)  # every stream's series state
+        self._steps = StepQueue(self._bank)  # frames stepped together at the batch's end
         self._intake = FrameIntake()
         self._kf_ns = round(config.keyframe_interval_s * 1e9)
         self.windows = WindowBook(self._kf_ns)
         self._late: list[Frame] = []
-        self._warn = ThrottledLog(log)
+        self.aside = SetAside(self.metrics, self.dead_letters, log)
         self._newest_ns = 0
         self._newest_by_source: dict[str, int] = {}
         self._heard: dict[str, float] = {}  # source -> monotonic time of its last frame
@@ -173,6 +176,8 @@ class PipelineWorker:
         kept = self.windows.kept(drop_batch=self._batch if self._in_batch else None)
         self._in_batch = False
         self._streams.clear()
+        self._bank.clear()
+        self._steps.clear()
         self.windows.clear()
         self._late.clear()
         self._newest_ns = 0
@@ -182,15 +187,17 @@ class PipelineWorker:
     def _resume(self, checkpoints: dict[StreamKey, tuple[int, bytes]],
                 staged: list[Frame]) -> int:
         for key, (before_ns, state) in checkpoints.items():
-            self._streams[key] = SeriesStream.resume(*key, self.rules, state)
+            self._streams[key] = SeriesStream.resume(*key, self.rules, state, self._bank)
             self.windows.written_before[key] = before_ns
         self._replay([(f, NO_ORIGIN) for f in staged])
         return len(staged)
 
     def _replay(self, frames: list[tuple[Frame, Origin]]) -> int:
         """Take frames again into their streams and windows (no event: the store has them)."""
+        result = BatchResult()
         for frame, origin in sorted(frames, key=lambda fo: frame_order(fo[0])):
-            self._accept(frame, origin, BatchResult())
+            self._accept(frame, origin, result)
+        self.aside.stepped(result, self._steps.run())
         return len(frames)
 
     def start(self) -> None:
@@ -229,12 +236,7 @@ class PipelineWorker:
         self._batch += 1
         self._in_batch = True
         result = BatchResult()
-        def dead(msg: Message, reason: str, why: str) -> None:
-            self._dead(result, msg, reason, why)
-
-        def reject(reason: str, why: str, n: int) -> None:
-            self._reject(result, reason, why, n)
-
+        dead, reject = partial(self.aside.dead, result), partial(self.aside.reject, result)
         paths = int_path_records([m for m in messages if m.topic == self.topics[1]],
                                  self.int_paths, dead, reject)
         frames = frames_of([m for m in messages if m.topic != self.topics[1]],
@@ -245,6 +247,7 @@ class PipelineWorker:
         for frame, origin in frames:
             self._accept(frame, origin, result, emit=True)
             self._heard[frame.source.value] = now
+        self.aside.stepped(result, self._steps.run())
         self._quiet_windows()
         if paths:
             self.store.put_int_paths(paths)
@@ -261,21 +264,11 @@ class PipelineWorker:
         if self.windows.complete:
             self._persist(BatchResult(), budget_s=self.config.close_budget_s)
 
-    def _reject(self, result: BatchResult, reason: str, why: str, n: int = 1) -> None:
-        result.reject(reason, n)
-        self.metrics.rejected.labels(reason).inc(n)
-        self._warn.warning(reason, "pipeline set aside %s: %s", reason, why)
-
-    def _dead(self, result: BatchResult, msg: Message, reason: str, why: str) -> None:
-        """A whole record the worker cannot take: counted, and on the dead-letter topic."""
-        result.reject(reason)
-        self.metrics.rejected.labels(reason).inc()
-        self.dead_letters.put(msg, reason, why)
-
     def _accept(self, frame: Frame, origin: Origin, result: BatchResult, *,
                 emit: bool = False) -> None:
         """Step the frame's stream (if it is newer) and put it in its window.
 
+        A newer frame is queued to step its stream (``_step`` steps them all).
         A frame the stream has stepped past already is late: it joins its
         window if that is held, or waits in ``_late`` for ``correct_windows``
         if its window is written; a frame after the stream's last written
@@ -286,14 +279,15 @@ class PipelineWorker:
         key = (frame.device, frame.source.value)
         stream = self._streams.get(key)
         if stream is None:
-            stream = self._streams[key] = SeriesStream(*key, self.rules)
+            stream = self._streams[key] = SeriesStream(*key, self.rules, self._bank)
         index = frame.ts_ns // self._kf_ns
         window = self.windows.open.get(key)
-        if stream.last_ts_ns is not None and frame.ts_ns <= stream.last_ts_ns:
+        last_ts_ns = self._steps.last_ts_ns(stream)
+        if last_ts_ns is not None and frame.ts_ns <= last_ts_ns:
             held = self.windows.find(key, index)
             if held is not None:
                 if frame.ts_ns in held.ts_ns:
-                    self._duplicate(result)
+                    self.aside.duplicate(result)
                 else:
                     held.add(frame, origin)
                     result.late += 1
@@ -303,29 +297,13 @@ class PipelineWorker:
                 self._late.append(frame)
                 return
         else:
-            self._step(stream, frame, result, emit)
+            self._steps.add(stream, frame, emit)
         self._newest_ns = max(self._newest_ns, frame.ts_ns)
         src = frame.source.value
         self._newest_by_source[src] = max(self._newest_by_source.get(src, 0), frame.ts_ns)
         if window is None or window.index != index:
             window = self.windows.start(key, index)
         window.add(frame, origin)
-
-    def _duplicate(self, result: BatchResult, n: int = 1) -> None:
-        result.reject("duplicate", n)
-        self.metrics.rejected.labels("duplicate").inc(n)
-
-    def _step(self, stream: SeriesStream, frame: Frame, result: BatchResult, emit: bool) -> None:
-        step = stream.step(frame, emit=emit)
-        result.frames += 1
-        result.events.extend(step.events)
-        if step.reset:
-            self.metrics.resets.inc()
-            log.info("counters of %s (%s) were reset at %d ns", stream.device, stream.source,
-                     frame.ts_ns)
-        for entity, metric in step.backwards:
-            self._reject(result, "counter_backwards", f"{metric} of {entity} went down at "
-                         f"{frame.ts_ns} ns without a reset of the device; rate left unknown")
 
     def _quiet_windows(self) -> None:
         """Windows whose source has moved ``close_grace_s`` past their end are complete."""
@@ -340,7 +318,7 @@ class PipelineWorker:
         if result.events:
             events = [e for e in result.events if store_problem(e) is None]
             if len(events) < len(result.events):
-                self._reject(result, "unstorable_event", f"{len(result.events) - len(events)} "
+                self.aside.reject(result, "unstorable_event", f"{len(result.events) - len(events)} "
                              "events too large for the store dropped")
             result.events = self.store.put_new_events(events)
         if result.events:
@@ -353,7 +331,7 @@ class PipelineWorker:
             result.late += fixed.stored
             result.segments += fixed.windows
             if fixed.duplicates:
-                self._duplicate(result, fixed.duplicates)
+                self.aside.duplicate(result, fixed.duplicates)
         self.metrics.observe(result, time.perf_counter() - started)
         self.metrics.windows.labels("open").set(len(self.windows.open))
         self.metrics.windows.labels("complete").set(len(self.windows.complete))

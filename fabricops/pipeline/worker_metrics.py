@@ -1,10 +1,20 @@
-"""Prometheus metrics of a pipeline worker."""
+"""Prometheus metrics of a pipeline worker, and how it counts what it sets aside."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from fabricops.core.bus import Message
+from fabricops.core.deadletter import DeadLetterBox
+from fabricops.core.frame import Frame
+from fabricops.core.logthrottle import ThrottledLog
+from fabricops.pipeline.intake import BatchResult
+from fabricops.pipeline.stream import SeriesStream
+from fabricops.pipeline.stream_bank import StepResult
 
 
 class _Batch(Protocol):
@@ -52,3 +62,46 @@ class WorkerMetrics:
         self.events.inc(batch.n_events)
         self.segments.inc(batch.segments)
         self.persist_s.observe(persist_s)
+
+
+class SetAside:
+    """What a worker cannot take, counted in the batch's result and the metrics: a
+    whole record is dead-lettered, a part of one logged (throttled by reason), a
+    duplicate only counted."""
+
+    def __init__(self, metrics: WorkerMetrics, dead_letters: DeadLetterBox,
+                 log: logging.Logger) -> None:
+        self.metrics = metrics
+        self.dead_letters = dead_letters
+        self.log = log
+        self._warn = ThrottledLog(log)
+
+    def reject(self, result: BatchResult, reason: str, why: str, n: int = 1) -> None:
+        result.reject(reason, n)
+        self.metrics.rejected.labels(reason).inc(n)
+        self._warn.warning(reason, "pipeline set aside %s: %s", reason, why)
+
+    def dead(self, result: BatchResult, msg: Message, reason: str, why: str) -> None:
+        result.reject(reason)
+        self.metrics.rejected.labels(reason).inc()
+        self.dead_letters.put(msg, reason, why)
+
+    def duplicate(self, result: BatchResult, n: int = 1) -> None:
+        result.reject("duplicate", n)
+        self.metrics.rejected.labels("duplicate").inc(n)
+
+    def stepped(self, result: BatchResult,
+                steps: Iterable[tuple[SeriesStream, Frame, StepResult]]) -> None:
+        """Frames that stepped their streams: their events, resets and counters that
+        went backwards (a rate left unknown)."""
+        for stream, frame, step in steps:
+            result.frames += 1
+            result.events.extend(step.events)
+            if step.reset:
+                self.metrics.resets.inc()
+                self.log.info("counters of %s (%s) were reset at %d ns", stream.device,
+                              stream.source, frame.ts_ns)
+            for entity, metric in step.backwards:
+                self.reject(result, "counter_backwards", f"{metric} of {entity} went down "
+                            f"at {frame.ts_ns} ns without a reset of the device; rate left "
+                            "unknown")

@@ -1,0 +1,327 @@
+"""The state of many series streams in shared arrays, stepped together.
+
+A ``StreamBank`` holds one slot for every series of every stream it serves:
+the series' metric, last raw value, whether it had one, whether it is inside
+a threshold condition or an anomaly, and its rate's EWMA (mean, variance,
+samples learnt). A stream (:class:`~fabricops.pipeline.stream.SeriesStream`)
+maps its series to slots.
+
+``step`` advances frames of distinct streams at once: counter rates, state
+changes, thresholds and anomalies over all their samples in one pass of
+array operations. A small device's frame costs about as much as a big one's
+when each frame is a pass of its own (the pass is a hundred or so array
+calls); stepped together, frames cost by their samples. What each frame
+gives (its events, in the order one pass a frame gives them, the counters
+that went backwards, a reset) is what it would give stepped alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricops.core.catalogue import CATALOGUE
+from fabricops.core.frame import Frame
+from fabricops.core.records import Event, EventKind, Severity
+from fabricops.pipeline.events import EventRules
+
+if TYPE_CHECKING:
+    from fabricops.pipeline.stream import SeriesStream, _Layout
+
+_OPER_DOWN = 2
+_TOP_HALF = np.uint64(1 << 63)
+RESET_FRACTION = 0.5
+"""More than this share of a frame's counting counters went down together: the
+device reset them (see :mod:`fabricops.pipeline.rates`)."""
+_GROW_MIN = 1024
+
+
+@dataclass
+class StepResult:
+    """What one frame did: events raised, counters that went backwards, a reset."""
+
+    events: list[Event] = field(default_factory=list)
+    backwards: list[tuple[str, str]] = field(default_factory=list)  # (entity, metric)
+    reset: bool = False
+
+
+COLUMNS: tuple[tuple[str, type], ...] = (
+    ("metric", np.uint16), ("last_raw", np.uint64), ("have", np.bool_),
+    ("active", np.bool_), ("odd", np.bool_), ("mean", np.float64), ("var", np.float64),
+    ("count", np.int64))
+"""A slot's state: the arrays of a bank, and of a stream's checkpoint, in this order."""
+
+
+class StreamBank:
+    """Slots of many streams' series (see the module docstring). Slots are never
+    given back one by one: ``clear`` forgets every stream at once."""
+
+    def __init__(self, rules: EventRules) -> None:
+        self.rules = rules
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget every slot (the streams that hold them are dropped too)."""
+        self.size = 0
+        self.metric = np.zeros(0, np.uint16)
+        self.last_raw = np.zeros(0, np.uint64)
+        self.have = np.zeros(0, bool)
+        self.active = np.zeros(0, bool)
+        self.odd = np.zeros(0, bool)
+        self.mean = np.zeros(0)
+        self.var = np.zeros(0)
+        self.count = np.zeros(0, np.int64)
+
+    def alloc(self, n: int) -> NDArray[np.int64]:
+        """``n`` new slots, zeroed."""
+        need = self.size + n
+        if need > len(self.last_raw):
+            cap = max(need, 2 * len(self.last_raw), _GROW_MIN)
+            for name, dtype in COLUMNS:
+                grown: NDArray[Any] = np.zeros(cap, dtype)
+                grown[:self.size] = getattr(self, name)[:self.size]
+                setattr(self, name, grown)
+        slots = np.arange(self.size, need, dtype=np.int64)
+        self.size = need
+        return slots
+
+    def step(self, items: Sequence[tuple[SeriesStream, Frame]]) -> list[StepResult]:
+        """Advance each stream by its frame: streams distinct, each frame newer than its
+        stream's ``last_ts_ns``. One result a frame, in order."""
+        if not items:
+            return []
+        lays = [stream.layout_of(frame) for stream, frame in items]
+        step = _Pass(self, items, lays)
+        out = [StepResult() for _ in items]
+        found: list[tuple[int, Event]] = []
+        step.rates(out)
+        step.state_events(found)
+        step.threshold_events(found)
+        step.anomalies_and_learn(found)
+        for f, event in found:  # a frame's events by kind, each kind by sample
+            out[f].events.append(event)
+        self.last_raw[step.slots] = step.raw
+        self.have[step.slots] = True
+        for stream, frame in items:
+            stream.last_ts_ns = frame.ts_ns
+        return out
+
+
+def _cat(parts: list[NDArray[Any]], dtype: type) -> NDArray[Any]:
+    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else \
+        np.zeros(0, dtype)
+
+
+class _Pass:
+    """One ``StreamBank.step``: the frames' samples and their layouts' index arrays
+    laid end to end (positions in the joined samples, slots in the bank)."""
+
+    def __init__(self, bank: StreamBank, items: Sequence[tuple[SeriesStream, Frame]],
+                 lays: list[_Layout]) -> None:
+        self.bank, self.items, self.rules = bank, items, bank.rules
+        k = len(items)
+        self.raw = _cat([f.raw for _, f in items], np.uint64)
+        self.slots = _cat([lay.slots for lay in lays], np.int64)
+        n = np.array([len(f.raw) for _, f in items], np.int64)
+        nc = np.array([len(lay.counters) for lay in lays], np.int64)
+        self.off = np.zeros(k + 1, np.int64)
+        np.cumsum(n, out=self.off[1:])
+        coff = np.zeros(k + 1, np.int64)
+        np.cumsum(nc, out=coff[1:])
+        self.nc, self.coff = nc, coff
+        # counters: position in the joined samples, slot, frame
+        self.cpos = self._at([lay.counters for lay in lays], self.off, nc)
+        self.cslots = _cat([lay.counter_slots for lay in lays], np.int64)
+        self.cframe = np.repeat(np.arange(k), nc)
+        self.dt_s = np.array([np.nan if s.last_ts_ns is None else (f.ts_ns - s.last_ts_ns) / 1e9
+                              for s, f in items])
+        self.lays = lays
+        self.rate = np.full(int(coff[-1]) + 1, np.nan)  # per counter, then NaN (no rate)
+
+    def _at(self, parts: list[NDArray[Any]], offsets: NDArray[np.int64],
+            counts: NDArray[np.int64]) -> NDArray[np.int64]:
+        """Positions ``parts`` (one array a frame) laid end to end, each moved by its
+        frame's offset."""
+        out: NDArray[np.int64] = _cat(parts, np.intp) + np.repeat(offsets[:-1], counts)
+        return out
+
+    def _where(self, pos: int) -> tuple[int, int]:
+        """The frame of a joined sample position, and the sample's index in it."""
+        f = int(np.searchsorted(self.off, pos, side="right")) - 1
+        return f, pos - int(self.off[f])
+
+    def _event(self, f: int, i: int, kind: EventKind, value: float, severity: Severity,
+               detail: str) -> Event:
+        stream, frame = self.items[f]
+        return Event(ts_ns=frame.ts_ns, device=stream.device,
+                     entity=frame.entities[frame.entity_idx[i]],
+                     metric=CATALOGUE.by_id(int(frame.metric[i])).name, kind=kind,
+                     value=value, severity=severity, detail=detail)
+
+    def rates(self, out: list[StepResult]) -> None:
+        """Each counter's rate where it had a value and its stream an earlier frame."""
+        bank, slots = self.bank, self.cslots
+        if not len(slots):
+            return
+        dt = np.repeat(self.dt_s, self.nc)
+        known = bank.have[slots] & ~np.isnan(dt)
+        prev, cur = bank.last_raw[slots], self.raw[self.cpos]
+        rate = self.rate[:-1]
+        np.divide((cur - prev).astype(np.float64), dt, out=rate)
+        rate[~known] = np.nan
+        down = (cur < prev) & known
+        if not down.any():  # the usual interval: every counter moved forward or stayed
+            return
+        k = len(self.items)
+        decreased = down & ~((prev >= _TOP_HALF) & (cur < _TOP_HALF))  # not wrapped
+        counting = np.bincount(self.cframe, (prev != 0) & known, minlength=k)
+        gone = np.bincount(self.cframe, decreased, minlength=k)
+        reset = (counting > 0) & (gone > RESET_FRACTION * counting)
+        in_reset = reset[self.cframe]
+        rate[decreased | in_reset] = np.nan
+        for f in np.flatnonzero(reset).tolist():
+            out[f].reset = True
+        for j in np.flatnonzero(decreased & ~in_reset).tolist():
+            f, i = self._where(int(self.cpos[j]))
+            _, frame = self.items[f]
+            out[f].backwards.append((frame.entities[frame.entity_idx[i]],
+                                     CATALOGUE.by_id(int(frame.metric[i])).name))
+
+    def state_events(self, found: list[tuple[int, Event]]) -> None:
+        lays = self.lays
+        ns = np.array([len(lay.states) for lay in lays], np.int64)
+        if not ns.any():
+            return
+        pos = self._at([lay.states for lay in lays], self.off, ns)
+        slots = _cat([lay.state_slots for lay in lays], np.int64)
+        old, new = self.bank.last_raw[slots], self.raw[pos]
+        changed = (new != old) & self.bank.have[slots]
+        for j in np.flatnonzero(changed).tolist():
+            f, i = self._where(int(pos[j]))
+            value = int(new[j])
+            sev = Severity.CRITICAL if value == _OPER_DOWN else Severity.INFO
+            found.append((f, self._event(f, i, EventKind.STATE_CHANGE, float(value),
+                                                 sev, f"{int(old[j])} -> {value}")))
+
+    def threshold_events(self, found: list[tuple[int, Event]]) -> None:
+        """Samples under a threshold rule: a gauge's value, or a counter's rate (a
+        state's is NaN, as is a rate not known)."""
+        lays, bank = self.lays, self.bank
+        nr = np.array([len(lay.ruled) for lay in lays], np.int64)
+        if not nr.any():
+            return
+        pos = self._at([lay.ruled for lay in lays], self.off, nr)
+        slots = _cat([lay.ruled_slots for lay in lays], np.int64)
+        gauge = _cat([lay.ruled_gauge for lay in lays], np.bool_)
+        rated = _cat([lay.ruled_rate for lay in lays], np.intp)
+        at = np.where(rated < np.repeat(self.nc, nr), rated + np.repeat(self.coff[:-1], nr),
+                      len(self.rate) - 1)
+        value = np.where(gauge, self.raw[pos].view(np.float64), self.rate[at])
+        limit = _cat([lay.limit for lay in lays], np.float64)
+        below = _cat([lay.below for lay in lays], np.bool_)
+        with np.errstate(invalid="ignore"):
+            now = np.where(below, value < limit, value > limit)
+        was = bank.active[slots]
+        if not (now != was).any():
+            return  # no condition starts or ends
+        known = ~np.isnan(value)
+        rules = self.rules
+        for j in np.flatnonzero(now & ~was).tolist():
+            f, i = self._where(int(pos[j]))
+            mid = int(self.items[f][1].metric[i])
+            rule = "below" if rules.below[mid] else "above"
+            found.append((f, self._event(
+                f, i, EventKind.THRESHOLD, float(value[j]), rules.severity[mid],
+                f"{rule} {rules.limit[mid]:g}")))
+        for j in np.flatnonzero(~now & was & known).tolist():
+            f, i = self._where(int(pos[j]))
+            found.append((f, self._event(f, i, EventKind.CLEARED, float(value[j]),
+                                                   Severity.INFO, "threshold cleared")))
+        bank.active[slots] = np.where(known, now, was)
+
+    def anomalies_and_learn(self, found: list[tuple[int, Event]]) -> None:
+        """Judge the watched rates against their EWMA, then update the EWMA mean and
+        variance of each watched counter with its rate unless that rate is anomalous
+        (only watched counters are judged, so only they are learnt)."""
+        lays, bank = self.lays, self.bank
+        nw = np.array([len(lay.watch) for lay in lays], np.int64)
+        if not nw.any():
+            return
+        w = self._at([lay.watch for lay in lays], self.coff, nw)
+        s = _cat([lay.watch_slots for lay in lays], np.int64)
+        cfg = self.rules.config
+        r = self.rate[w]
+        mean, var, count, was = bank.mean[s], bank.var[s], bank.count[s], bank.odd[s]
+        known = ~np.isnan(r)
+        diff = r - mean
+        dev = np.abs(diff)
+        odd = (known & (count >= cfg.anomaly_warmup) & (dev > cfg.anomaly_z * np.sqrt(var))
+               & (dev > cfg.anomaly_min_relative * np.abs(mean)))
+        if (known & (odd != was)).any():
+            for j in np.flatnonzero(odd & ~was).tolist():
+                f, i = self._where(int(self.cpos[w[j]]))
+                found.append((f, self._event(
+                    f, i, EventKind.ANOMALY, float(r[j]), Severity.WARNING,
+                    f"rate {r[j]:.4g}/s vs mean {mean[j]:.4g}/s")))
+            for j in np.flatnonzero(~odd & was & known).tolist():
+                f, i = self._where(int(self.cpos[w[j]]))
+                found.append((f, self._event(
+                    f, i, EventKind.CLEARED, float(r[j]), Severity.INFO, "anomaly cleared")))
+            was = np.where(known, odd, was)
+            bank.odd[s] = was
+        learn = known & ~was
+        first = count == 0
+        a = cfg.anomaly_alpha
+        bank.mean[s] = np.where(learn, np.where(first, r, mean + a * diff), mean)
+        bank.var[s] = np.where(learn, np.where(first, 0.0, (1 - a) * (var + a * diff * diff)),
+                               var)
+        bank.count[s] = count + learn
+
+
+class StepQueue:
+    """Frames waiting to step their streams (all of one bank), stepped together by
+    ``run``: the first frame queued for each stream, then the second, and so on."""
+
+    def __init__(self, bank: StreamBank) -> None:
+        self.bank = bank
+        self._queued: dict[SeriesStream, list[tuple[int, Frame, bool]]] = {}
+        self._n = 0
+
+    def add(self, stream: SeriesStream, frame: Frame, emit: bool) -> None:
+        """Queue ``frame`` (newer than ``last_ts_ns(stream)``); ``emit`` False: its
+        events are dropped (it only warms the stream up)."""
+        self._queued.setdefault(stream, []).append((self._n, frame, emit))
+        self._n += 1
+
+    def last_ts_ns(self, stream: SeriesStream) -> int | None:
+        """The stream's newest frame time, queued frames included."""
+        queued = self._queued.get(stream)
+        return queued[-1][1].ts_ns if queued else stream.last_ts_ns
+
+    def run(self) -> list[tuple[SeriesStream, Frame, StepResult]]:
+        """Step every queued frame; what each did, in the order they were queued."""
+        done: list[tuple[int, SeriesStream, Frame, StepResult]] = []
+        queued, self._queued, self._n = self._queued, {}, 0
+        rounds: list[list[tuple[SeriesStream, tuple[int, Frame, bool]]]] = []
+        for stream, frames in queued.items():
+            for r, entry in enumerate(frames):
+                if r == len(rounds):
+                    rounds.append([])
+                rounds[r].append((stream, entry))
+        for items in rounds:
+            for (stream, (n, frame, emit)), out in zip(
+                    items, self.bank.step([(s, q[1]) for s, q in items]), strict=True):
+                if not emit:
+                    out.events.clear()
+                done.append((n, stream, frame, out))
+        done.sort(key=lambda d: d[0])
+        return [(s, f, out) for _, s, f, out in done]
+
+    def clear(self) -> None:
+        """Forget what is queued (the batch failed)."""
+        self._queued.clear()
+        self._n = 0

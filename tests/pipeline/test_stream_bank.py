@@ -1,0 +1,119 @@
+"""Streams stepped together in one bank give what each gives stepped alone: the same
+events in the same order, the same counters gone backwards and resets, the same state
+to resume from."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fabricops.core.frame import Frame
+from fabricops.pipeline.events import EventConfig, EventRules
+from fabricops.pipeline.stream import SeriesStream
+from fabricops.pipeline.stream_bank import StepQueue, StepResult, StreamBank
+
+T0 = 1_800_000_000 * 10**9
+COUNTERS = ("in_octets", "out_octets", "in_errors", "pfc_rx_pause{prio=3}", "cnp_sent")
+GAUGES = ("temperature_c", "rx_power_dbm", "queue_depth_bytes")
+
+
+def _frames(device: str, rng: np.random.Generator, n: int) -> list[Frame]:
+    """``n`` frames of one device whose ports, counters and gauges do what real ones
+    do now and then: a port comes or goes, a link flaps, errors start and stop, the
+    counters wrap, one goes backwards, the device resets them all, a rate spikes."""
+    ports = [f"{device}:eth{p}" for p in range(int(rng.integers(1, 5)))]
+    total = {(p, m): int(rng.integers(0, 1 << 40)) for p in ports for m in COUNTERS}
+    total[(ports[0], "in_octets")] = (1 << 64) - 10**12  # wraps soon
+    out, ts = [], T0 + int(rng.integers(0, 10**9))
+    for k in range(n):
+        ts += int(rng.choice([10**9, 10**9, 10**8, 3 * 10**9]))
+        if k == n // 2:
+            ports = [*ports, f"{device}:eth9"]  # a port appears: a new layout
+        event = rng.random()
+        entities, metrics, values = [], [], []
+        for p in ports:
+            for m in COUNTERS:
+                step = int(rng.integers(0, 10**9)) if "octets" in m or m == "cnp_sent" else \
+                    int(rng.integers(0, 3) * rng.integers(0, 3000) * (rng.random() < 0.3))
+                if event < 0.04 and m == "cnp_sent":
+                    step *= 200  # a spike: an anomaly once warmed up
+                value = total.get((p, m), 0) + step
+                if event > 0.97:
+                    value = int(rng.integers(0, 1000))  # the device reset its counters
+                elif event > 0.95 and m == "in_errors":
+                    value = max(0, total.get((p, m), 0) - 5)  # backwards, alone
+                total[(p, m)] = value % (1 << 64)
+                entities.append(p)
+                metrics.append(m)
+                values.append(total[(p, m)])
+            for m in GAUGES:
+                entities.append(p)
+                metrics.append(m)
+                values.append(float(rng.choice([40.0, 80.0, -5.0, -20.0, np.nan, 1e5])))
+            entities.append(p)
+            metrics.append("oper_status")
+            values.append(int(rng.choice([1, 1, 1, 2])))
+        out.append(Frame.build(device, ts, "gnmi", k, entities, metrics, values))
+    return out
+
+
+def _seen(result: StepResult) -> tuple[object, ...]:
+    return (result.reset, tuple(result.backwards),
+            tuple((e.ts_ns, e.device, e.entity, e.metric, e.kind, e.value, e.severity, e.detail)
+                  for e in result.events))
+
+
+def _state(stream: SeriesStream) -> tuple[object, ...]:
+    return (stream.last_ts_ns, tuple(stream._keys),
+            tuple(getattr(stream, k).tobytes() for k in SeriesStream._ARRAYS))
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_streams_stepped_together_give_what_each_gives_alone(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    rules = EventRules(EventConfig(anomaly_warmup=5))
+    devices = {f"leaf-{d}": _frames(f"leaf-{d}", rng, 80) for d in range(7)}
+    alone = {d: SeriesStream(d, "gnmi", rules) for d in devices}
+    expected = {d: [_seen(alone[d].step(f)) for f in frames] for d, frames in devices.items()}
+    assert sum(len(s[2]) for runs in expected.values() for s in runs) > 50, "events to compare"
+    assert any(s[0] for runs in expected.values() for s in runs), "a reset to compare"
+    assert any(s[1] for runs in expected.values() for s in runs), "a counter gone backwards"
+
+    bank = StreamBank(rules)
+    together = {d: SeriesStream(d, "gnmi", rules, bank) for d in devices}
+    queue = StepQueue(bank)
+    got: dict[str, list[tuple[object, ...]]] = {d: [] for d in devices}
+    order = [(d, f) for k in range(80) for d, frames in devices.items() for f in frames[k:k + 1]]
+    at = 0
+    while at < len(order):  # batches of uneven size: some hold several frames of a stream
+        batch = order[at:at + int(rng.integers(1, 30))]
+        at += len(batch)
+        for d, f in batch:
+            assert queue.last_ts_ns(together[d]) is None or queue.last_ts_ns(together[d]) < f.ts_ns
+            queue.add(together[d], f, emit=True)
+        done = queue.run()
+        assert [(s.device, f.ts_ns) for s, f, _ in done] == [(d, f.ts_ns) for d, f in batch]
+        for stream, _, result in done:
+            got[stream.device].append(_seen(result))
+    assert got == expected
+    for d in devices:
+        assert _state(together[d]) == _state(alone[d])
+        again = SeriesStream.resume(d, "gnmi", rules, together[d].snapshot(), StreamBank(rules))
+        assert _state(again) == _state(alone[d])
+
+
+def test_a_frame_queued_without_emit_warms_its_stream_up_and_raises_nothing() -> None:
+    rules = EventRules(EventConfig())
+    stream = SeriesStream("leaf-1", "gnmi", rules)
+    queue = StepQueue(stream.bank)
+    frames = [Frame.build("leaf-1", T0 + s * 10**9, "gnmi", s, ["leaf-1:eth0"],
+                          ["oper_status"], [1 + s % 2]) for s in range(3)]
+    for f in frames[:2]:
+        queue.add(stream, f, emit=False)
+    assert queue.last_ts_ns(stream) == frames[1].ts_ns
+    assert stream.last_ts_ns is None
+    assert [r.events for _, _, r in queue.run()] == [[], []]
+    assert stream.last_ts_ns == frames[1].ts_ns
+    queue.add(stream, frames[2], emit=True)
+    [(_, _, result)] = queue.run()
+    assert [e.detail for e in result.events] == ["2 -> 1"]
