@@ -24,8 +24,11 @@ class IdentityMemo(Generic[V]):
     def get(self, *objs: object) -> V | None:
         """The value kept for exactly these objects, or None."""
         hit = self._entries.get(tuple(map(id, objs)))
-        if hit is None or any(a is not b for a, b in zip(hit[0], objs, strict=True)):
+        if hit is None:
             return None
+        for a, b in zip(hit[0], objs, strict=True):
+            if a is not b:
+                return None
         return hit[1]
 
     def put(self, objs: tuple[object, ...], value: V) -> V:

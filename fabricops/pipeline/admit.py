@@ -10,10 +10,13 @@ A device sends the same metric layout frame after frame, so what the checks
 need from the catalogue (which ids are unknown, which samples have a range to
 be inside) is worked out once per layout and kept (``MAX_LAYOUTS``); each
 frame then compares only its gauge and state samples against their ranges.
+``admit_all`` compares those of many frames at once, and takes apart only the
+frames with a sample to drop.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
@@ -81,13 +84,17 @@ class LayoutChecks:
             (metric,), _checks(self.catalogue, np.asarray(metric, np.uint16).tobytes()))
 
 
+def _plausible(raw: NDArray[np.uint64], gauge: NDArray[np.bool_], low: NDArray[np.float64],
+               high: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Per ranged sample, False where ``Catalogue.out_of_range`` would say so."""
+    value = np.where(gauge, raw.view(np.float64), raw.astype(np.float64))
+    with np.errstate(invalid="ignore"):
+        return (value >= low) & (value <= high) & (~gauge | np.isfinite(value))
+
+
 def _implausible(frame: Frame, checks: _Checks) -> NDArray[np.bool_] | None:
     """Per sample, True where ``Catalogue.out_of_range`` would say so; None for none."""
-    raw = frame.raw[checks.ranged]
-    value = np.where(checks.gauge, raw.view(np.float64), raw.astype(np.float64))
-    with np.errstate(invalid="ignore"):
-        ok = (value >= checks.low) & (value <= checks.high) & (~checks.gauge
-                                                                | np.isfinite(value))
+    ok = _plausible(frame.raw[checks.ranged], checks.gauge, checks.low, checks.high)
     if ok.all():
         return None
     out = np.zeros(len(frame.raw), bool)
@@ -127,3 +134,23 @@ def admit_samples(frame: Frame, catalogue: Catalogue = CATALOGUE,
     keep = ~(unknown | implausible)
     return Frame(frame.device, frame.ts_ns, frame.source, frame.seq, frame.entities,
                  frame.entity_idx[keep], frame.metric[keep], frame.raw[keep]), dropped
+
+
+def admit_all(frames: Sequence[Frame], layouts: LayoutChecks
+              ) -> list[tuple[Frame, list[Dropped]]]:
+    """``admit_samples`` of each frame (in order), the ranges of all checked at once."""
+    checks = [layouts.of(f.metric) for f in frames]
+    n = np.array([len(c.ranged) for c in checks], np.int64)
+    if not n.any():
+        bad = np.zeros(len(frames), bool)
+    else:
+        sizes = np.array([len(f.raw) for f in frames], np.int64)
+        start = np.cumsum(sizes) - sizes
+        raw = np.concatenate([f.raw for f in frames])
+        pos = np.concatenate([c.ranged for c in checks]) + np.repeat(start, n)
+        ok = _plausible(raw[pos], *(np.concatenate([getattr(c, a) for c in checks])
+                                    for a in ("gauge", "low", "high")))
+        bad = np.bincount(np.repeat(np.arange(len(frames)), n), ~ok, len(frames)) > 0
+    return [(f, []) if c.unknown is None and not b else admit_samples(f, layouts.catalogue,
+                                                                        layouts)
+            for f, c, b in zip(frames, checks, bad.tolist(), strict=True)]

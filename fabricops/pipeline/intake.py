@@ -17,7 +17,7 @@ from fabricops.core.frame import Frame, FrameError
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Event
 from fabricops.core.wire_frame import EntityTables
-from fabricops.pipeline.admit import LayoutChecks, admit_samples
+from fabricops.pipeline.admit import LayoutChecks, admit_all
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
 from fabricops.pipeline.windows import Origin
@@ -92,7 +92,7 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
     """The frames of ``messages`` with their origins; frames stamped after ``limit_ns``
     (past the allowed clock skew) or that the store cannot keep are dead. ``intake``
     carries what earlier batches checked."""
-    out: list[tuple[Frame, Origin]] = []
+    good: list[tuple[Frame, Origin]] = []
     intake = intake or FrameIntake()
     for msg in messages:
         try:
@@ -108,10 +108,13 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
         if problem:
             dead(msg, "unstorable", problem)
             continue
-        frame, dropped = admit_samples(frame, layouts=intake.checks)
+        good.append((frame, (batch, (msg.topic, msg.partition), msg.offset)))
+    out: list[tuple[Frame, Origin]] = []
+    for (frame, dropped), (_, origin) in zip(
+            admit_all([f for f, _ in good], intake.checks), good, strict=True):
         for d in dropped:
             reject(d.reason, d.detail, d.count)
-        out.append((frame, (batch, (msg.topic, msg.partition), msg.offset)))
+        out.append((frame, origin))
     return out
 
 
