@@ -39,8 +39,10 @@ class _Column:
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
 
-    def __get__(self, stream: SeriesStream, owner: type | None = None) -> NDArray[Any]:
-        return getattr(stream.bank, self.name)[stream.gslot]  # type: ignore[no-any-return]
+    def __get__(self, stream: SeriesStream | None, owner: type | None = None) -> Any:
+        if stream is None:
+            return self
+        return getattr(stream.bank, self.name)[stream.gslot]
 
 
 class SeriesStream:

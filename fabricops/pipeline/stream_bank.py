@@ -137,8 +137,9 @@ class _Pass:
         self.cpos = self._at([lay.counters for lay in lays], self.off, nc)
         self.cslots = _cat([lay.counter_slots for lay in lays], np.int64)
         self.cframe = np.repeat(np.arange(k), nc)
-        self.dt_s = np.array([np.nan if s.last_ts_ns is None else (f.ts_ns - s.last_ts_ns) / 1e9
-                              for s, f in items])
+        # seconds since the stream's last frame (NaN: no rate, as for its first frame)
+        self.dt_s = np.array([np.nan if s.last_ts_ns is None or f.ts_ns <= s.last_ts_ns
+                              else (f.ts_ns - s.last_ts_ns) / 1e9 for s, f in items])
         self.lays = lays
         self.rate = np.full(int(coff[-1]) + 1, np.nan)  # per counter, then NaN (no rate)
 

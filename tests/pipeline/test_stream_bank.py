@@ -4,10 +4,13 @@ to resume from."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from fabricops.core.frame import Frame
+from fabricops.core.records import EventKind
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.stream_bank import StepQueue, StepResult, StreamBank
@@ -117,3 +120,18 @@ def test_a_frame_queued_without_emit_warms_its_stream_up_and_raises_nothing() ->
     queue.add(stream, frames[2], emit=True)
     [(_, _, result)] = queue.run()
     assert [e.detail for e in result.events] == ["2 -> 1"]
+
+
+def test_a_frame_at_its_streams_last_time_gives_no_rate() -> None:
+    """The worker never steps such a frame (it is a duplicate or late); a caller that
+    does gets no rate, so no threshold on one, rather than a division by zero."""
+    stream = SeriesStream("leaf-1", "gnmi", EventRules(EventConfig()))
+    stream.step(Frame.build("leaf-1", T0, "gnmi", 0, ["leaf-1:eth0"], ["in_errors"], [10]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = stream.step(Frame.build("leaf-1", T0, "gnmi", 1, ["leaf-1:eth0"],
+                                        ["in_errors"], [500]))
+    assert again.events == []
+    later = stream.step(Frame.build("leaf-1", T0 + 10**9, "gnmi", 2, ["leaf-1:eth0"],
+                                    ["in_errors"], [600]))
+    assert [(e.kind, e.value) for e in later.events] == [(EventKind.THRESHOLD, 100.0)]
