@@ -6,7 +6,8 @@ a threshold condition or an anomaly, and its rate's EWMA (mean, variance,
 samples learnt). A stream (:class:`~fabricops.pipeline.stream.SeriesStream`)
 maps its series to slots.
 
-``step`` advances frames of distinct streams at once: counter rates, state
+``step`` advances frames of distinct streams at once: counter rates
+(:func:`~fabricops.pipeline.rates.frame_rates`), state
 changes, thresholds and anomalies over all their samples in one pass of
 array operations. A small device's frame costs about as much as a big one's
 when each frame is a pass of its own (the pass is a hundred or so array
@@ -28,15 +29,12 @@ from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.records import Event, EventKind, Severity
 from fabricops.pipeline.events import EventRules
+from fabricops.pipeline.rates import frame_rates
 
 if TYPE_CHECKING:
     from fabricops.pipeline.stream import SeriesStream, _Layout
 
 _OPER_DOWN = 2
-_TOP_HALF = np.uint64(1 << 63)
-RESET_FRACTION = 0.5
-"""More than this share of a frame's counting counters went down together: the
-device reset them (see :mod:`fabricops.pipeline.rates`)."""
 _GROW_MIN = 1024
 
 
@@ -169,24 +167,12 @@ class _Pass:
         if not len(slots):
             return
         dt = np.repeat(self.dt_s, self.nc)
-        known = bank.have[slots] & ~np.isnan(dt)
-        prev, cur = bank.last_raw[slots], self.raw[self.cpos]
-        rate = self.rate[:-1]
-        np.divide((cur - prev).astype(np.float64), dt, out=rate)
-        rate[~known] = np.nan
-        down = (cur < prev) & known
-        if not down.any():  # the usual interval: every counter moved forward or stayed
-            return
-        k = len(self.items)
-        decreased = down & ~((prev >= _TOP_HALF) & (cur < _TOP_HALF))  # not wrapped
-        counting = np.bincount(self.cframe, (prev != 0) & known, minlength=k)
-        gone = np.bincount(self.cframe, decreased, minlength=k)
-        reset = (counting > 0) & (gone > RESET_FRACTION * counting)
-        in_reset = reset[self.cframe]
-        rate[decreased | in_reset] = np.nan
-        for f in np.flatnonzero(reset).tolist():
+        step = frame_rates(bank.last_raw[slots], self.raw[self.cpos], dt, self.cframe,
+                           len(self.items), bank.have[slots] & ~np.isnan(dt))
+        self.rate[:-1] = step.rate
+        for f in np.flatnonzero(step.reset).tolist():
             out[f].reset = True
-        for j in np.flatnonzero(decreased & ~in_reset).tolist():
+        for j in np.flatnonzero(step.backwards).tolist():
             f, i = self._where(int(self.cpos[j]))
             _, frame = self.items[f]
             out[f].backwards.append((frame.entities[frame.entity_idx[i]],
