@@ -174,7 +174,7 @@ class _Layout:
     ruled: NDArray[np.intp]
     ruled_slots: NDArray[np.int64]
     ruled_gauge: NDArray[np.bool_]
-    ruled_rate: NDArray[np.intp]  # position in the rates, or past them (NaN)
+    ruled_rate: NDArray[np.intp]  # position among the counters, or -1 (no rate)
     limit: NDArray[np.float64]
     below: NDArray[np.bool_]
 
@@ -185,7 +185,7 @@ class _Layout:
         kind = _KIND[metric]
         counters, states = np.flatnonzero(kind == 0), np.flatnonzero(kind == 2)
         ruled = np.flatnonzero(~np.isnan(rules.limit[metric]))
-        position = np.full(len(metric), len(counters), np.intp)
+        position = np.full(len(metric), -1, np.intp)
         position[counters] = np.arange(len(counters))
         watch = np.flatnonzero(rules.anomaly[metric[counters]])
         return cls(key, (frame.entity_idx, metric), slots, counters, slots[counters],

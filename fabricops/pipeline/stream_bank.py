@@ -109,9 +109,9 @@ class StreamBank:
         return out
 
 
-def _cat(parts: list[NDArray[Any]], dtype: type) -> NDArray[Any]:
-    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else \
-        np.zeros(0, dtype)
+def _cat(parts: list[NDArray[Any]]) -> NDArray[Any]:
+    """``parts`` end to end (never empty: a pass has a frame); one part as it is."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 class _Pass:
@@ -120,46 +120,45 @@ class _Pass:
 
     def __init__(self, bank: StreamBank, items: Sequence[tuple[SeriesStream, Frame]],
                  lays: list[_Layout]) -> None:
-        self.bank, self.items, self.rules = bank, items, bank.rules
-        k = len(items)
-        self.raw = _cat([f.raw for _, f in items], np.uint64)
-        self.slots = _cat([lay.slots for lay in lays], np.int64)
-        n = np.array([len(f.raw) for _, f in items], np.int64)
-        nc = np.array([len(lay.counters) for lay in lays], np.int64)
-        self.off = np.zeros(k + 1, np.int64)
-        np.cumsum(n, out=self.off[1:])
-        coff = np.zeros(k + 1, np.int64)
-        np.cumsum(nc, out=coff[1:])
-        self.nc, self.coff = nc, coff
-        # counters: position in the joined samples, slot, frame
-        self.cpos = self._at([lay.counters for lay in lays], self.off, nc)
-        self.cslots = _cat([lay.counter_slots for lay in lays], np.int64)
-        self.cframe = np.repeat(np.arange(k), nc)
+        self.bank, self.items, self.lays, self.rules = bank, items, lays, bank.rules
+        self.raw = _cat([f.raw for _, f in items])
+        self.slots = _cat([lay.slots for lay in lays])
+        self.off = np.zeros(len(items) + 1, np.int64)  # where each frame's samples start
+        np.cumsum([len(f.raw) for _, f in items], out=self.off[1:])
+        # counters: position in the joined samples, slot, frame, where each frame's start
+        self.nc, self.cpos, self.cslots = self._joined("counters", "counter_slots", self.off)
+        self.cframe = np.repeat(np.arange(len(items)), self.nc)
+        self.cstart = np.cumsum(self.nc) - self.nc
         # seconds since the stream's last frame (NaN: no rate, as for its first frame)
         self.dt_s = np.array([np.nan if s.last_ts_ns is None or f.ts_ns <= s.last_ts_ns
                               else (f.ts_ns - s.last_ts_ns) / 1e9 for s, f in items])
-        self.lays = lays
-        self.rate = np.full(int(coff[-1]) + 1, np.nan)  # per counter, then NaN (no rate)
+        self.rate = np.full(len(self.cpos) + 1, np.nan)  # per counter, then NaN (no rate)
 
-    def _at(self, parts: list[NDArray[Any]], offsets: NDArray[np.int64],
-            counts: NDArray[np.int64]) -> NDArray[np.int64]:
-        """Positions ``parts`` (one array a frame) laid end to end, each moved by its
-        frame's offset."""
-        out: NDArray[np.int64] = _cat(parts, np.intp) + np.repeat(offsets[:-1], counts)
-        return out
+    def _joined(self, index: str, slots: str, start: NDArray[np.int64]
+                ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
+        """Of the layouts' arrays ``index`` (positions in a frame's samples, or in its
+        counters) and ``slots`` (theirs in the bank): each frame's count, the positions
+        moved by ``start`` (where each frame's part begins) and the slots, laid end to
+        end."""
+        parts = [getattr(lay, index) for lay in self.lays]
+        counts = np.array([len(p) for p in parts], np.int64)
+        pos = _cat(parts) + np.repeat(start[:len(parts)], counts)
+        return counts, pos, _cat([getattr(lay, slots) for lay in self.lays])
 
-    def _where(self, pos: int) -> tuple[int, int]:
-        """The frame of a joined sample position, and the sample's index in it."""
+    def _names(self, pos: int) -> tuple[int, Frame, int]:
+        """The frame (its number, and itself) of a joined sample position, and the
+        sample's index in it."""
         f = int(np.searchsorted(self.off, pos, side="right")) - 1
-        return f, pos - int(self.off[f])
+        return f, self.items[f][1], pos - int(self.off[f])
 
-    def _event(self, f: int, i: int, kind: EventKind, value: float, severity: Severity,
-               detail: str) -> Event:
-        stream, frame = self.items[f]
-        return Event(ts_ns=frame.ts_ns, device=stream.device,
-                     entity=frame.entities[frame.entity_idx[i]],
-                     metric=CATALOGUE.by_id(int(frame.metric[i])).name, kind=kind,
-                     value=value, severity=severity, detail=detail)
+    def _event(self, pos: int, kind: EventKind, value: float, severity: Severity,
+               detail: str) -> tuple[int, Event]:
+        """The event of the sample at joined position ``pos``, with its frame's number."""
+        f, frame, i = self._names(pos)
+        return f, Event(ts_ns=frame.ts_ns, device=self.items[f][0].device,
+                        entity=frame.entities[frame.entity_idx[i]],
+                        metric=CATALOGUE.by_id(int(frame.metric[i])).name, kind=kind,
+                        value=value, severity=severity, detail=detail)
 
     def rates(self, out: list[StepResult]) -> None:
         """Each counter's rate where it had a value and its stream an earlier frame."""
@@ -173,43 +172,34 @@ class _Pass:
         for f in np.flatnonzero(step.reset).tolist():
             out[f].reset = True
         for j in np.flatnonzero(step.backwards).tolist():
-            f, i = self._where(int(self.cpos[j]))
-            _, frame = self.items[f]
+            f, frame, i = self._names(int(self.cpos[j]))
             out[f].backwards.append((frame.entities[frame.entity_idx[i]],
                                      CATALOGUE.by_id(int(frame.metric[i])).name))
 
     def state_events(self, found: list[tuple[int, Event]]) -> None:
-        lays = self.lays
-        ns = np.array([len(lay.states) for lay in lays], np.int64)
+        ns, pos, slots = self._joined("states", "state_slots", self.off)
         if not ns.any():
             return
-        pos = self._at([lay.states for lay in lays], self.off, ns)
-        slots = _cat([lay.state_slots for lay in lays], np.int64)
         old, new = self.bank.last_raw[slots], self.raw[pos]
         changed = (new != old) & self.bank.have[slots]
         for j in np.flatnonzero(changed).tolist():
-            f, i = self._where(int(pos[j]))
             value = int(new[j])
             sev = Severity.CRITICAL if value == _OPER_DOWN else Severity.INFO
-            found.append((f, self._event(f, i, EventKind.STATE_CHANGE, float(value),
-                                                 sev, f"{int(old[j])} -> {value}")))
+            found.append(self._event(int(pos[j]), EventKind.STATE_CHANGE, float(value), sev,
+                                     f"{int(old[j])} -> {value}"))
 
     def threshold_events(self, found: list[tuple[int, Event]]) -> None:
         """Samples under a threshold rule: a gauge's value, or a counter's rate (a
         state's is NaN, as is a rate not known)."""
-        lays, bank = self.lays, self.bank
-        nr = np.array([len(lay.ruled) for lay in lays], np.int64)
+        bank, lays = self.bank, self.lays
+        nr, pos, slots = self._joined("ruled", "ruled_slots", self.off)
         if not nr.any():
             return
-        pos = self._at([lay.ruled for lay in lays], self.off, nr)
-        slots = _cat([lay.ruled_slots for lay in lays], np.int64)
-        gauge = _cat([lay.ruled_gauge for lay in lays], np.bool_)
-        rated = _cat([lay.ruled_rate for lay in lays], np.intp)
-        at = np.where(rated < np.repeat(self.nc, nr), rated + np.repeat(self.coff[:-1], nr),
-                      len(self.rate) - 1)
+        gauge = _cat([lay.ruled_gauge for lay in lays])
+        rated = _cat([lay.ruled_rate for lay in lays])
+        at = np.where(rated >= 0, rated + np.repeat(self.cstart, nr), len(self.rate) - 1)
         value = np.where(gauge, self.raw[pos].view(np.float64), self.rate[at])
-        limit = _cat([lay.limit for lay in lays], np.float64)
-        below = _cat([lay.below for lay in lays], np.bool_)
+        limit, below = _cat([lay.limit for lay in lays]), _cat([lay.below for lay in lays])
         with np.errstate(invalid="ignore"):
             now = np.where(below, value < limit, value > limit)
         was = bank.active[slots]
@@ -218,28 +208,23 @@ class _Pass:
         known = ~np.isnan(value)
         rules = self.rules
         for j in np.flatnonzero(now & ~was).tolist():
-            f, i = self._where(int(pos[j]))
-            mid = int(self.items[f][1].metric[i])
+            mid = int(bank.metric[slots[j]])
             rule = "below" if rules.below[mid] else "above"
-            found.append((f, self._event(
-                f, i, EventKind.THRESHOLD, float(value[j]), rules.severity[mid],
-                f"{rule} {rules.limit[mid]:g}")))
+            found.append(self._event(int(pos[j]), EventKind.THRESHOLD, float(value[j]),
+                                     rules.severity[mid], f"{rule} {rules.limit[mid]:g}"))
         for j in np.flatnonzero(~now & was & known).tolist():
-            f, i = self._where(int(pos[j]))
-            found.append((f, self._event(f, i, EventKind.CLEARED, float(value[j]),
-                                                   Severity.INFO, "threshold cleared")))
+            found.append(self._event(int(pos[j]), EventKind.CLEARED, float(value[j]),
+                                     Severity.INFO, "threshold cleared"))
         bank.active[slots] = np.where(known, now, was)
 
     def anomalies_and_learn(self, found: list[tuple[int, Event]]) -> None:
         """Judge the watched rates against their EWMA, then update the EWMA mean and
         variance of each watched counter with its rate unless that rate is anomalous
         (only watched counters are judged, so only they are learnt)."""
-        lays, bank = self.lays, self.bank
-        nw = np.array([len(lay.watch) for lay in lays], np.int64)
+        bank = self.bank
+        nw, w, s = self._joined("watch", "watch_slots", self.cstart)
         if not nw.any():
             return
-        w = self._at([lay.watch for lay in lays], self.coff, nw)
-        s = _cat([lay.watch_slots for lay in lays], np.int64)
         cfg = self.rules.config
         r = self.rate[w]
         mean, var, count, was = bank.mean[s], bank.var[s], bank.count[s], bank.odd[s]
@@ -250,14 +235,12 @@ class _Pass:
                & (dev > cfg.anomaly_min_relative * np.abs(mean)))
         if (known & (odd != was)).any():
             for j in np.flatnonzero(odd & ~was).tolist():
-                f, i = self._where(int(self.cpos[w[j]]))
-                found.append((f, self._event(
-                    f, i, EventKind.ANOMALY, float(r[j]), Severity.WARNING,
-                    f"rate {r[j]:.4g}/s vs mean {mean[j]:.4g}/s")))
+                found.append(self._event(int(self.cpos[w[j]]), EventKind.ANOMALY, float(r[j]),
+                                         Severity.WARNING,
+                                         f"rate {r[j]:.4g}/s vs mean {mean[j]:.4g}/s"))
             for j in np.flatnonzero(~odd & was & known).tolist():
-                f, i = self._where(int(self.cpos[w[j]]))
-                found.append((f, self._event(
-                    f, i, EventKind.CLEARED, float(r[j]), Severity.INFO, "anomaly cleared")))
+                found.append(self._event(int(self.cpos[w[j]]), EventKind.CLEARED, float(r[j]),
+                                         Severity.INFO, "anomaly cleared"))
             was = np.where(known, odd, was)
             bank.odd[s] = was
         learn = known & ~was

@@ -268,7 +268,8 @@ class PipelineWorker:
                 emit: bool = False) -> None:
         """Step the frame's stream (if it is newer) and put it in its window.
 
-        A newer frame is queued to step its stream (``_step`` steps them all).
+        A newer frame is queued to step its stream (``StepQueue``: the batch's
+        queued frames are stepped together at its end).
         A frame the stream has stepped past already is late: it joins its
         window if that is held, or waits in ``_late`` for ``correct_windows``
         if its window is written; a frame after the stream's last written
@@ -318,8 +319,9 @@ class PipelineWorker:
         if result.events:
             events = [e for e in result.events if store_problem(e) is None]
             if len(events) < len(result.events):
-                self.aside.reject(result, "unstorable_event", f"{len(result.events) - len(events)} "
-                             "events too large for the store dropped")
+                self.aside.reject(result, "unstorable_event",
+                                  f"{len(result.events) - len(events)} events too large for "
+                                  "the store dropped")
             result.events = self.store.put_new_events(events)
         if result.events:
             publish_events(self.bus, result.events, source="pipeline",
