@@ -109,9 +109,13 @@ def _candidates(y: U64, d: U64, order0: bool, ratio: F64 | None) -> list[_Candid
 
 
 def _residuals(mode: int, base: U64, out: U64 | None = None) -> U64:
-    """The residuals of ``mode`` over ``base`` (its rows already picked)."""
+    """The residuals of ``mode`` over ``base`` (its rows already picked); in ``out``
+    if one is given."""
     if mode in (ORDER0, RATE_MODE):
-        return base
+        if out is None:
+            return base
+        np.copyto(out, base)
+        return out
     lag = mode & LAG_MASK
     return lagged(base, lag) if out is None else lagged_into(base, lag, out)
 
@@ -136,11 +140,7 @@ def _every_point(candidates: list[_Candidate], modes: U8, best: U64, cost: NDArr
             part = ks[at:at + step]
             stack = buffer[:len(part)]
             for j, k in enumerate(part):
-                mode = candidates[k - 1][0]
-                if mode in (ORDER0, RATE_MODE):
-                    stack[j] = base
-                else:
-                    lagged_into(base, mode & LAG_MASK, stack[j])
+                _residuals(candidates[k - 1][0], base, stack[j])
             bits = residual_bits(stack)
             for j, k in enumerate(part):
                 scores[k if rows is None else (k, rows)] = bits[j]
