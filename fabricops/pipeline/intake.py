@@ -21,13 +21,7 @@ from fabricops.pipeline.admit import LayoutChecks, admit_all
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
 from fabricops.pipeline.windows import Origin
-from fabricops.store.records import (
-    I64_MAX,
-    IntPathRecord,
-    SegmentRecord,
-    merge_int_paths,
-    store_problem,
-)
+from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths, store_problem
 
 
 @dataclass
@@ -85,9 +79,7 @@ class FrameIntake:
         """``store_problem(frame)``, the device and entity names checked once per table
         (a frame of a known table: only its time and number)."""
         known = self.storable.get(frame.device) is frame.entities
-        if known and 0 <= frame.ts_ns <= I64_MAX and 0 <= frame.seq <= I64_MAX:
-            return None
-        problem = store_problem(frame, entities=not known)
+        problem = store_problem(frame, names=not known)
         if problem is None and not known:
             if len(self.storable) >= self.tables.max_devices:
                 self.storable.clear()

@@ -189,25 +189,27 @@ _COLUMNS: Final[dict[type, _Columns]] = {
 }
 _FRAME_COLUMNS: Final = _Columns({"ts_ns": _FROM_ZERO, "seq": _FROM_ZERO},
                                  {"device": _NAME, "source": 16})
+_FRAME_NUMBERS: Final = _Columns(_FRAME_COLUMNS.ints, {})  # a frame whose names passed
 StoredRecord = Union[SeriesRecord, SegmentRecord, IntPathRecord, Event, "Frame"]
 
 
-def store_problem(record: StoredRecord, *, entities: bool = True) -> str | None:
+def store_problem(record: StoredRecord, *, names: bool = True) -> str | None:
     """Why the store cannot keep ``record`` as it is, or None if it can.
 
     Integers must fit their column (signed 64-bit; times, sequence numbers and
     counts from 0; ports and protocol 32-bit), text its length, without NUL
     characters (PostgreSQL refuses them), and ``max_error`` must be finite. A
     frame (the source of segments, series and events) also needs entity names
-    that fit a name column (not checked with ``entities=False``: for a frame whose
-    table passed before). Pure and cheap: call it before writing.
+    that fit a name column. With ``names=False`` (a frame of a device whose name
+    and entity table passed before) only a frame's numbers are checked. Pure and
+    cheap: call it before writing.
     """
     cols, frame = _COLUMNS.get(type(record)), None
     if cols is None:
         frame_class = _frame_class()
         if not isinstance(record, frame_class):
             raise TypeError(f"the store keeps no {type(record).__name__}")
-        cols, frame = _FRAME_COLUMNS, record
+        cols, frame = (_FRAME_COLUMNS if names else _FRAME_NUMBERS), record
     for name, (low, high) in cols.ints.items():
         value = getattr(record, name)
         if not isinstance(value, int) or not low <= value <= high:
@@ -219,7 +221,7 @@ def store_problem(record: StoredRecord, *, entities: bool = True) -> str | None:
     for name in cols.finite:
         if not math.isfinite(getattr(record, name)):
             return f"{_label(record, name)} {getattr(record, name)!r} is not finite"
-    if frame is not None and entities:
+    if frame is not None and names:
         for i, entity in enumerate(frame.entities):
             problem = _text_problem(entity, _NAME)
             if problem:
