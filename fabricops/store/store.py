@@ -137,20 +137,13 @@ class Store(OperationsStore):
                                                source=source, t0_ns=t0_ns, t1_ns=t1_ns))
         return [queries.segment_record(r) for r in rows]
 
-    def window_segments(self, *, device: str, source: str, t0_ns: int, t1_ns: int,
-                        reach_ns: int) -> list[SegmentRecord]:
-        """One stream's segments that hold samples in the window [t0_ns, t1_ns) and start
-        at most ``reach_ns`` before it (the longest a segment can be), by t_start_ns and
-        first_seq: one statement, an index range of the stream's last ``reach_ns``."""
-        found = self.streams_window_segments([(device, source)], t0_ns=t0_ns, t1_ns=t1_ns,
-                                             reach_ns=reach_ns)
-        return found.get((device, source), [])
-
     def streams_window_segments(self, streams: Sequence[tuple[str, str]], *, t0_ns: int,
                                 t1_ns: int, reach_ns: int
                                 ) -> dict[tuple[str, str], list[SegmentRecord]]:
-        """``window_segments`` of each (device, source) in ``streams``, one window for
-        all, in one statement (a stream with none is left out)."""
+        """Per (device, source) in ``streams``, its segments that hold samples in the
+        window [t0_ns, t1_ns) and start at most ``reach_ns`` before it (the longest a
+        segment can be), by t_start_ns and first_seq; a stream with none is left out.
+        One statement for all: an index range of the streams' last ``reach_ns``."""
         stmt = select(SEGMENTS).where(
             SegmentRow.device.in_({d for d, _ in streams}),
             SegmentRow.source.in_({s for _, s in streams}),

@@ -51,6 +51,14 @@ def test_a_merge_of_segments_changed_since_they_were_read_does_nothing(store: St
         "every segment is put back as it was"
 
 
+def _window_segments(store: Store, *, device: str, source: str, t0_ns: int, t1_ns: int,
+                     reach_ns: int) -> list[SegmentRecord]:
+    """What the store holds of one stream's window (read for that stream alone)."""
+    found = store.streams_window_segments([(device, source)], t0_ns=t0_ns, t1_ns=t1_ns,
+                                          reach_ns=reach_ns)
+    return found.get((device, source), [])
+
+
 def test_heads_and_what_a_window_write_reads(store: Store) -> None:
     store.put_segments([segment("leaf-0", i) for i in range(4)] + [segment("leaf-0", 0, "snmp")])
     heads = store.segment_heads(device="leaf-0", source="gnmi", t0_ns=T0 + 60 * S,
@@ -59,21 +67,21 @@ def test_heads_and_what_a_window_write_reads(store: Store) -> None:
     assert heads[0].n_points == 1001
     old = [segment("leaf-0", i) for i in range(3)]
     store.merge_segments([SegmentMerge(tuple(old), _merged(old))])
-    found = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 120 * S,
+    found = _window_segments(store, device="leaf-0", source="gnmi", t0_ns=T0 + 120 * S,
                                   t1_ns=T0 + 180 * S, reach_ns=600 * S)
     assert [s.payload for s in found] == [b"merged"], "the merged segment covers it"
-    found = store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 180 * S,
+    found = _window_segments(store, device="leaf-0", source="gnmi", t0_ns=T0 + 180 * S,
                                   t1_ns=T0 + 240 * S, reach_ns=600 * S)
     assert [(s.t_start_ns - T0) // S for s in found] == [180]
-    assert store.window_segments(device="leaf-0", source="gnmi", t0_ns=T0 + 120 * S,
+    assert _window_segments(store, device="leaf-0", source="gnmi", t0_ns=T0 + 120 * S,
                                  t1_ns=T0 + 180 * S, reach_ns=60 * S) == [], \
         "no further back than a segment can start"
 
 
 def test_the_windows_of_many_streams_are_read_in_one_statement(store: Store) -> None:
-    """What each stream holds of one window, as ``window_segments`` gives it stream by
-    stream; a stream with nothing is left out, and a device's other source (asked for
-    another device) is not given."""
+    """What each stream holds of one window, as it is read for that stream alone; a
+    stream with nothing is left out, and a device's other source (asked for another
+    device) is not given."""
     store.put_segments([segment("leaf-0", 2), segment("leaf-1", 2), segment("leaf-1", 3),
                         segment("leaf-0", 2, "snmp"), segment("leaf-2", 2, "snmp")])
     streams = [("leaf-0", "gnmi"), ("leaf-1", "gnmi"), ("leaf-2", "snmp"), ("leaf-3", "gnmi")]
@@ -81,7 +89,7 @@ def test_the_windows_of_many_streams_are_read_in_one_statement(store: Store) -> 
     found = store.streams_window_segments(streams, **window)
     assert sorted(found) == [("leaf-0", "gnmi"), ("leaf-1", "gnmi"), ("leaf-2", "snmp")]
     for device, source in streams:
-        one = store.window_segments(device=device, source=source, **window)
+        one = _window_segments(store, device=device, source=source, **window)
         assert found.get((device, source), []) == one
     assert [(s.device, s.source, (s.t_start_ns - T0) // S)
             for s in found[("leaf-1", "gnmi")]] == [("leaf-1", "gnmi", 120)]
