@@ -67,6 +67,7 @@ import itertools
 import struct
 import threading
 import zlib
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Final
 
@@ -78,6 +79,7 @@ from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
 from fabricops.pipeline import keyframe_counters as kc
 from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline import keyframe_series as ks
+from fabricops.pipeline.keyframe_batch import Work, settle, settle_all
 from fabricops.pipeline.keyframe_block import (
     MAX_POINTS,
     MAX_SAMPLES,
@@ -152,7 +154,7 @@ def _bounds(gauge_bound: NDArray[np.float64] | float, n_series: int) -> NDArray[
                             f"bound per series ({n_series})")
     bad = np.flatnonzero(~(np.isfinite(bound) & (bound >= 0) & (bound <= MAX_BOUND)))
     if len(bad):
-        raise KeyframeError(f"gauge bound {bound[bad[0]]!r} (series #{bad[0]}) must be "
+        raise KeyframeError(f"gauge bound {float(bound[bad[0]])!r} (series #{bad[0]}) must be "
                             "finite, >= 0 and at most 2**1000")
     return np.ascontiguousarray(bound)
 
@@ -184,20 +186,37 @@ def encode_block(block: SeriesBlock, gauge_bound: NDArray[np.float64] | float,
     keeps the exact float bits. KeyframeError for a bad bound, an unknown metric or
     an unknown version.
     """
+    return settle(_encode(block, gauge_bound, catalogue, level, version))
+
+
+def encode_blocks(blocks: Sequence[SeriesBlock],
+                  gauge_bounds: Sequence[NDArray[np.float64] | float],
+                  catalogue: Catalogue = CATALOGUE, level: int = 3,
+                  version: int = VERSION) -> list[bytes]:
+    """``encode_block`` of each block with its bound: the same payloads, encoded
+    together (:mod:`.keyframe_batch`; many small blocks take a fraction of the array
+    passes). KeyframeError as ``encode_block`` gives, for the first bad block."""
+    return settle_all([_encode(block, bound, catalogue, level, version)
+                       for block, bound in zip(blocks, gauge_bounds, strict=True)])
+
+
+def _encode(block: SeriesBlock, gauge_bound: NDArray[np.float64] | float,
+            catalogue: Catalogue, level: int, version: int) -> Work[bytes]:
     if version not in STREAMS:
         raise KeyframeError(f"unknown format version {version}: use one of {sorted(STREAMS)}")
     stream = STREAMS[version]
     kinds = _kinds(block.metric, catalogue)
     bound = _bounds(gauge_bound, block.n_series)
     parts: list[bytes] = []
-    ks.write_integers(parts, block.ts_ns.view(np.uint64)[None, :], stream)
+    yield from ks.write_integers(parts, block.ts_ns.view(np.uint64)[None, :], stream)
     entity = _write_names(parts, block, kinds)
     all_present = bool(block.present.all())
     if not all_present:
         parts.append(np.packbits(block.present).tobytes())
     counters, gauges, states = _rows_by_kind(kinds)
-    _write_counters(parts, block, counters, entity, version)
-    ks.write_gauges(parts, block.raw[gauges], block.present[gauges], bound[gauges], stream)
+    yield from _write_counters(parts, block, counters, entity, version)
+    yield from ks.write_gauges(parts, block.raw[gauges], block.present[gauges],
+                               bound[gauges], stream)
     ks.write_states(parts, block.raw[states], block.present[states])
     body = b"".join(parts)
     packed = _compressor(level).compress(body)
@@ -211,12 +230,13 @@ def _rows_by_kind(kinds: NDArray[np.uint8]) -> list[NDArray[np.intp]]:
 
 
 def _write_counters(out: list[bytes], block: SeriesBlock, rows: NDArray[np.intp],
-                    entity: NDArray[np.uint32], version: int) -> None:
+                    entity: NDArray[np.uint32], version: int) -> Work[None]:
     x = ks.ffill(block.raw[rows], block.present[rows])
     if version >= COUNTER_SECTION_3:
-        kc.write(out, x, entity[rows].astype(np.int64), block.ts_ns, ENTROPY_LOOKBACK)
+        yield from kc.write(out, x, entity[rows].astype(np.int64), block.ts_ns,
+                            ENTROPY_LOOKBACK)
     else:
-        ks.write_integers(out, x, STREAMS[version], kp.rate_ratio(block.ts_ns))
+        yield from ks.write_integers(out, x, STREAMS[version], kp.rate_ratio(block.ts_ns))
 
 
 def _read_counters(rd: ks.BodyReader, rows: int, n_points: int, ts: NDArray[np.int64],

@@ -21,6 +21,9 @@ Rows are the block's counters, absent points filled. Writing:
 
 from __future__ import annotations
 
+from collections.abc import Generator
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -35,13 +38,15 @@ from fabricops.pipeline.keyframe_series import BodyReader
 I64 = NDArray[np.int64]
 
 
-def write(out: list[bytes], x: U64, entity: I64, ts_ns: I64, stream: EntropyStream) -> None:
-    """Append the section for counter rows ``x`` of entities ``entity`` (one per row)."""
-    refs = kr.choose(x, entity)
+def write(out: list[bytes], x: U64, entity: I64, ts_ns: I64, stream: EntropyStream
+          ) -> Generator[kr.RefChoice | km.ModeChoice, Any, None]:
+    """Append the section for counter rows ``x`` of entities ``entity`` (one per row); a
+    writer of :mod:`.keyframe_batch` (it yields its choices of references and modes)."""
+    refs: kr.References = yield kr.RefChoice(x, entity)
     kr.write(out, refs)
     x = kr.remove(x, refs)
     kf = x[:, 0]
-    modes, e = km.choose_residuals(kp.offsets(x, kf), True, kp.rate_ratio(ts_ns))
+    modes, e = yield km.ModeChoice(kp.offsets(x, kf), True, kp.rate_ratio(ts_ns))
     k, long = kn.scale(ts_ns)
     corr = np.zeros((0, int(long.sum())), np.int64)
     rate = np.flatnonzero(modes == kp.RATE_MODE)

@@ -17,6 +17,8 @@ point for every candidate.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Final
 
@@ -65,7 +67,8 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
     ``y[:, 0]`` must be 0.
 
     ``order0`` adds mode ``ORDER0`` (``y`` itself) to the candidates, ``ratio``
-    (``rate_ratio`` of the block's timestamps) adds ``RATE_MODE``."""
+    (``rate_ratio`` of the block's timestamps, or one such row per series) adds
+    ``RATE_MODE``. Each series' mode and residuals depend on that series alone."""
     n = y.shape[1]
     d = first_differences(y)
     modes = np.full(len(y), DOD_MODE, np.uint8)
@@ -77,6 +80,8 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
     whole = len(open_) == len(y)
     sub_y, sub_d = (y, d) if whole else (y[open_], d[open_])
     sub_modes, sub_best, sub_cost = modes[open_], best[open_], cost[open_]
+    if ratio is not None and ratio.ndim == 2 and not whole:
+        ratio = ratio[open_]
     candidates = _candidates(sub_y, sub_d, order0, ratio)
     if n >= SCREEN_POINTS:
         _screened(candidates, sub_modes, sub_best, sub_cost)
@@ -84,6 +89,38 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
         _every_point(candidates, sub_modes, sub_best, sub_cost)
     modes[open_], best[open_] = sub_modes, sub_best
     return modes, best
+
+
+@dataclass(frozen=True)
+class ModeChoice:
+    """What a section writer asks of ``choose_residuals`` (see :mod:`.keyframe_batch`:
+    the requests of many blocks are served in one call)."""
+
+    y: U64
+    order0: bool = False
+    ratio: F64 | None = None
+
+    @property
+    def key(self) -> Hashable:
+        """Requests of one key are served together."""
+        return ModeChoice, self.y.shape[1], self.order0, self.ratio is None
+
+    @property
+    def size(self) -> int:
+        return int(self.y.size)
+
+    @staticmethod
+    def serve(requests: list[ModeChoice]) -> list[tuple[U8, U64]]:
+        """Each request's ``choose_residuals``, from one call over their stacked series."""
+        first = requests[0]
+        if len(requests) == 1:
+            return [choose_residuals(first.y, first.order0, first.ratio)]
+        y = np.concatenate([r.y for r in requests])
+        ratio = None if first.ratio is None else np.concatenate(
+            [np.broadcast_to(r.ratio, r.y.shape) for r in requests if r.ratio is not None])
+        modes, e = choose_residuals(y, first.order0, ratio)
+        cuts = np.cumsum([len(r.y) for r in requests])[:-1]
+        return list(zip(np.split(modes, cuts), np.split(e, cuts), strict=True))
 
 
 def _candidates(y: U64, d: U64, order0: bool, ratio: F64 | None) -> list[_Candidate]:

@@ -133,9 +133,10 @@ def _rate_prediction(prev: NDArray[np.int64], ratio: F64 | float) -> U64:
 
 
 def rate_residuals(d: U64, ratio: F64) -> U64:
-    """``RATE_MODE`` residuals of first differences ``d`` (``d[:, 0]`` is 0)."""
+    """``RATE_MODE`` residuals of first differences ``d`` (``d[:, 0]`` is 0); ``ratio``
+    is one row for all series or a row per series."""
     e = d.copy()
-    e[:, 1:] -= _rate_prediction(d[:, :-1].view(np.int64), ratio[1:])
+    e[:, 1:] -= _rate_prediction(d[:, :-1].view(np.int64), ratio[..., 1:])
     return e
 
 

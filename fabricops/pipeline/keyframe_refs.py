@@ -30,6 +30,7 @@ differences).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -107,6 +108,43 @@ def choose(x: U64, entity: I64) -> References:
         best_gain[take], best_ref[take], best_ratio[take] = gain[better], refs[better], \
             ratio[better]
     return _one_level(by, best_ref, best_ratio, best_gain)
+
+
+@dataclass(frozen=True)
+class RefChoice:
+    """What the counter section's writer asks of ``choose`` (see :mod:`.keyframe_batch`:
+    the requests of many blocks are served in one call)."""
+
+    x: U64
+    entity: I64
+
+    @property
+    def key(self) -> Hashable:
+        """Requests of one key are served together."""
+        return RefChoice, self.x.shape[1]
+
+    @property
+    def size(self) -> int:
+        return int(self.x.size)
+
+    @staticmethod
+    def serve(requests: list[RefChoice]) -> list[References]:
+        """Each request's ``choose``, from one call over their stacked rows: each block's
+        entities numbered apart from the others', so no row finds a reference outside
+        its own block, and within it the same ones, in the same order."""
+        if len(requests) == 1:
+            return [choose(requests[0].x, requests[0].entity)]
+        entity, base = [], 0
+        for r in requests:
+            if len(r.entity):
+                entity.append(r.entity - r.entity.min() + base)
+                base = int(entity[-1].max()) + 1
+        refs = choose(np.concatenate([r.x for r in requests]),
+                      np.concatenate(entity) if entity else np.zeros(0, np.int64))
+        starts = np.cumsum([0] + [len(r.x) for r in requests])
+        cut = np.searchsorted(refs.row, starts)
+        return [References(refs.row[a:b] - lo, refs.ref[a:b] - lo, refs.ratio[a:b])
+                for a, b, lo in zip(cut[:-1], cut[1:], starts[:-1].tolist(), strict=True)]
 
 
 def _ratios(d_row: I64, d_ref: I64) -> F32:

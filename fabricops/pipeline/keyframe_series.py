@@ -1,6 +1,8 @@
 """The per-kind sections of a keyframe body (see :mod:`.keyframe` for the layout).
 
-Each ``write_*`` appends a section's bytes to a list; each ``read_*`` takes the
+Each ``write_*`` appends a section's bytes to a list (``write_integers`` and
+``write_gauges`` are writers of :mod:`.keyframe_batch`: they yield their mode
+choice, and ``settle`` runs one alone); each ``read_*`` takes the
 same section back from a ``BodyReader`` and raises KeyframeDecodeError naming
 what is truncated or inconsistent. Matrices are ``(series, points)``. How the
 residuals of a section are stored is the ``ResidualStream`` of the format
@@ -10,6 +12,7 @@ version: ``PACKED`` (version 1, bit packing) or the entropy-coded stream of
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Protocol
 
 import numpy as np
@@ -22,6 +25,7 @@ from fabricops.pipeline.keyframe_pack import U64, KeyframeDecodeError
 B = NDArray[np.bool_]
 F64 = NDArray[np.float64]
 _Q_LIMIT = 2.0**52
+Choosing = Generator[km.ModeChoice, tuple[kp.U8, U64], None]
 
 
 class BodyReader:
@@ -136,11 +140,11 @@ def read_stream(rd: BodyReader, r: int, cols: int, what: str,
 
 
 def write_integers(out: list[bytes], x: U64, stream: ResidualStream = PACKED,
-                   ratio: F64 | None = None) -> None:
+                   ratio: F64 | None = None) -> Choosing:
     """Integer series, keyframe then residuals (counters, timestamps); ``ratio``
     (``rate_ratio`` of the timestamps, version 2 counters) allows ``RATE_MODE``."""
     kf = x[:, 0]
-    modes, e = km.choose_residuals(kp.offsets(x, kf), stream.version2_modes,
+    modes, e = yield km.ModeChoice(kp.offsets(x, kf), stream.version2_modes,
                                    ratio if stream.version2_modes else None)
     out.append(kp.shuffle(kf))
     stream.write(out, modes, e[:, 1:])
@@ -181,7 +185,7 @@ def quantize(vals: F64, bound: F64, mask: B, step_scale: float = 1.0
 
 
 def write_gauges(out: list[bytes], x: U64, valid: B, bound: F64,
-                 stream: ResidualStream = PACKED) -> None:
+                 stream: ResidualStream = PACKED) -> Choosing:
     """Bounds, keyframes, residuals of quantized values (XOR of bits where the bound is 0),
     then the exceptions: points kept as exact float bits (NaN, inf, out of range)."""
     lossy = bound > 0
@@ -190,7 +194,7 @@ def write_gauges(out: list[bytes], x: U64, valid: B, bound: F64,
     kf = ints[:, 0].copy()
     modes = np.zeros(len(x), np.uint8)
     e = np.zeros_like(ints)
-    modes[lossy], e[lossy] = km.choose_residuals(kp.offsets(ints[lossy], kf[lossy]),
+    modes[lossy], e[lossy] = yield km.ModeChoice(kp.offsets(ints[lossy], kf[lossy]),
                                                  stream.version2_modes)
     e[~lossy, 1:] = ints[~lossy, 1:] ^ ints[~lossy, :-1]
     kf[lossy] = kp.zigzag(kf[lossy])

@@ -28,6 +28,7 @@ from fabricops.pipeline.keyframe import (
     decode_block,
     encode_block,
 )
+from fabricops.pipeline.keyframe_batch import settle
 from fabricops.pipeline.keyframe_entropy import ENTROPY_LOOKBACK, read_column, write_column
 from fabricops.pipeline.keyframe_series import BodyReader
 from tests.pipeline.keyframe_bytes import SECOND, T0, U64_MAX, body_of, rewrap
@@ -294,7 +295,7 @@ def counter_section(x: np.ndarray, ts: np.ndarray) -> tuple[bytes, np.ndarray]:
     """The version 3 counter section of rows of distinct ports (so no reference), and
     its rows' modes."""
     out: list[bytes] = []
-    kc.write(out, x, np.arange(len(x)), ts, ENTROPY_LOOKBACK)
+    settle(kc.write(out, x, np.arange(len(x)), ts, ENTROPY_LOOKBACK))
     assert out[0] == b"\0\0\0\0"  # an empty reference table
     return b"".join(out), np.frombuffer(out[6], np.uint8)  # after the keyframe chunk
 
@@ -397,13 +398,13 @@ def test_timestamps_that_do_not_rise_are_refused_before_the_sections_read_them(
     payload = encode_block(b, 0.0)
     body = body_of(payload)
     section: list[bytes] = []
-    ks.write_integers(section, b.ts_ns.view(np.uint64)[None, :], ENTROPY_LOOKBACK)
+    settle(ks.write_integers(section, b.ts_ns.view(np.uint64)[None, :], ENTROPY_LOOKBACK))
     old = b"".join(section)
     assert body.startswith(old)
     flat = np.full(b.n_points, b.ts_ns[0])  # every interval 0 but the last
     flat[-1] += SECOND
     section = []
-    ks.write_integers(section, flat.view(np.uint64)[None, :], ENTROPY_LOOKBACK)
+    settle(ks.write_integers(section, flat.view(np.uint64)[None, :], ENTROPY_LOOKBACK))
     with pytest.raises(KeyframeDecodeError, match="not strictly increasing"):
         decode_block(rewrap(payload, b"".join(section) + body[len(old):]))
     assert not recwarn.list  # no division by a zero interval on the way
