@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Final
 
 from fabricops.core.bus import Message
 from fabricops.core.frame import Frame, FrameError
@@ -19,7 +20,7 @@ from fabricops.core.records import Event
 from fabricops.core.wire_frame import EntityTables
 from fabricops.pipeline.admit import LayoutChecks, admit_all
 from fabricops.pipeline.int_paths import IntPathBook
-from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_block, gauge_bounds
+from fabricops.pipeline.keyframe import ENCODING, block_from_frames, encode_blocks, gauge_bounds
 from fabricops.pipeline.windows import Origin
 from fabricops.store.records import IntPathRecord, SegmentRecord, merge_int_paths, store_problem
 
@@ -119,15 +120,28 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
     return out
 
 
+ENCODE_SAMPLES: Final = 1 << 17
+"""The writer encodes complete windows together until they hold this many samples
+(``segments_of``): about 50 windows of a 2-NIC host, 8 of a 64-port switch."""
+
+
 def segment_of(device: str, source: str, frames: list[Frame]) -> SegmentRecord:
     """One keyframe segment of a stream's frames (any order)."""
-    frames = sorted(frames, key=lambda f: f.ts_ns)
-    seqs = [f.seq for f in frames]
-    block = block_from_frames(frames)
-    bounds = gauge_bounds(block.metric)
-    payload = encode_block(block, bounds)
-    return SegmentRecord(
+    return segments_of([(device, source, frames)])[0]
+
+
+def segments_of(streams: Sequence[tuple[str, str, list[Frame]]]) -> list[SegmentRecord]:
+    """``segment_of`` each (device, source, frames), encoded together (the same
+    segments, in fewer array passes: ``encode_blocks``)."""
+    blocks = [block_from_frames(sorted(frames, key=lambda f: f.ts_ns))
+              for _, _, frames in streams]
+    bounds = [gauge_bounds(block.metric) for block in blocks]
+    payloads = encode_blocks(blocks, bounds)
+    return [SegmentRecord(
         device=device, source=source, t_start_ns=int(block.ts_ns[0]),
-        t_end_ns=int(block.ts_ns[-1]), first_seq=min(seqs), last_seq=max(seqs),
-        n_points=len(block.ts_ns), n_series=len(block.entity), encoding=ENCODING,
-        max_error=float(bounds.max(initial=0.0)), payload=payload)
+        t_end_ns=int(block.ts_ns[-1]), first_seq=min(f.seq for f in frames),
+        last_seq=max(f.seq for f in frames), n_points=len(block.ts_ns),
+        n_series=len(block.entity), encoding=ENCODING,
+        max_error=float(bound.max(initial=0.0)), payload=payload)
+        for (device, source, frames), block, bound, payload
+        in zip(streams, blocks, bounds, payloads, strict=True)]

@@ -16,7 +16,7 @@ and only events the store did not hold yet are published again. Complete
 windows wait in a queue and each batch writes them, oldest first, for at
 most ``close_budget_s`` of CPU time, in one transaction: windows that all
 end on the same minute are written over the next seconds, never in one long
-stall.
+stall. Small windows are encoded a group at a time (``ENCODE_SAMPLES``).
 
 A frame is a duplicate only when its identity (device, source, ts_ns) is
 held already; a frame older than its stream's newest is stored all the same:
@@ -55,11 +55,13 @@ from fabricops.core.records import Event
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.intake import (
+    ENCODE_SAMPLES,
     BatchResult,
     FrameIntake,
     frames_of,
     int_path_records,
     segment_of,
+    segments_of,
 )
 from fabricops.pipeline.late import PREFETCH, correct_windows, held_windows
 from fabricops.pipeline.stream import SeriesStream
@@ -94,7 +96,7 @@ class PipelineConfig(BaseModel):
         "(wall time, no record at all on the bus): its open windows are written")
     close_budget_s: float = Field(
         default=0.15, gt=0, description="CPU time a batch spends writing complete windows "
-        "(at least one is written per batch)")
+        "(at least one group of windows encoded together is written per batch)")
     stop_timeout_s: float = Field(
         default=120.0, gt=0, description="Longest wait at stop for the held windows to be "
         "written (a 16k-GPU worker holds ~30 CPU-s of them)")
@@ -341,33 +343,47 @@ class PipelineWorker:
             listener(result.events, self._newest_ns)
 
     def _write_complete(self, result: BatchResult, budget_s: float | None) -> None:
-        """Encode complete windows, oldest first, until ``budget_s`` of this thread's CPU
-        time is spent (at least one), and write them in one transaction."""
+        """Encode complete windows, oldest first, a few together (``ENCODE_SAMPLES``),
+        until ``budget_s`` of this thread's CPU time is spent (at least one group), and
+        write them in one transaction."""
         started = time.thread_time()
         done: list[tuple[Window, WindowClose]] = []
-        queue, ahead = list(self.windows.complete.values()), {}
+        group: list[tuple[Window, dict[int, Frame], list[Frame]]] = []
+        samples, queue, ahead = 0, list(self.windows.complete.values()), {}
         for i, window in enumerate(queue):
-            if done and budget_s is not None and time.thread_time() - started >= budget_s:
+            if (not group and done and budget_s is not None
+                    and time.thread_time() - started >= budget_s):
                 break
-            device, source = window.key
-            t0 = window.index * self._kf_ns
             # what the store holds of it (written at a stop, or by another owner), read
             # for the next PREFETCH windows at once
-            if (device, source, window.index) not in ahead:
+            key = (*window.key, window.index)
+            if key not in ahead:
                 ahead = held_windows(self.store, [(*w.key, w.index) for w in
                                                   queue[i:i + PREFETCH]], self._kf_ns)
-            held = ahead[(device, source, window.index)]
-            frames = {**held.within, **{f.ts_ns: f for f in window.frames}}
-            rows = held.to_write(frames)
-            segments = [segment_of(device, source, rows)] if rows else []
-            done.append((window, WindowClose(
-                device, source, (t0, t0 + self._kf_ns), segments, max(frames) + 1,
-                self._streams[window.key].snapshot())))
+            frames = {**ahead[key].within, **{f.ts_ns: f for f in window.frames}}
+            rows = ahead[key].to_write(frames)
+            group.append((window, frames, rows))
+            samples += sum(len(f.raw) for f in rows)
+            if samples >= ENCODE_SAMPLES or i == len(queue) - 1:
+                done += self._closes(group)
+                group, samples = [], 0
         if not done:
             return
         result.segments += self.store.close_windows([c for _, c in done])
         for window, close in done:
             self.windows.written(window, close.before_ts_ns)
+
+    def _closes(self, group: list[tuple[Window, dict[int, Frame], list[Frame]]]
+                ) -> list[tuple[Window, WindowClose]]:
+        """Each window's close: its frames to write (if any) encoded with the others'."""
+        segments = iter(segments_of([(*w.key, rows) for w, _, rows in group if rows]))
+        out = []
+        for window, frames, rows in group:
+            (device, source), t0 = window.key, window.index * self._kf_ns
+            out.append((window, WindowClose(
+                device, source, (t0, t0 + self._kf_ns), [next(segments)] if rows else [],
+                max(frames) + 1, self._streams[window.key].snapshot())))
+        return out
 
     def flush(self) -> int:
         """Write every window held now, open ones too (shutdown, tests); segments written."""

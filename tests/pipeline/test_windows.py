@@ -1,6 +1,7 @@
 """Windows held in memory until written: what the bus must keep (holds), a failed batch
 forgotten without losing the ones before it, a stream judged quiet that sends more,
-sources gone silent, and window writes spread over batches."""
+sources gone silent, and window writes spread over batches, a few windows
+encoded together."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from fabricops.core.bus import Message, Topic, topic_name
 from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
+from fabricops.pipeline import worker as worker_module
 from fabricops.pipeline.keyframe import decode_block
 from fabricops.pipeline.windows import WindowBook
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
@@ -91,8 +93,9 @@ def test_a_failed_batch_is_forgotten_and_the_batches_before_it_are_kept(
 
 
 def test_a_stream_judged_quiet_that_sends_more_of_its_window_loses_nothing(
-        store: Store) -> None:
-    worker = _worker(store, close_grace_s=0, close_budget_s=1e-9)  # one write a batch
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "ENCODE_SAMPLES", 1)  # a window a group
+    worker = _worker(store, close_grace_s=0, close_budget_s=1e-9)  # one group a batch
     worker.process(_msgs("leaf-1", 1, 2) + _msgs("leaf-2", 1, 2))
     worker.process(_msgs("leaf-3", 12))  # leaf-1 and leaf-2 judged quiet: one is written
     assert len(worker.windows.complete) == 1
@@ -114,7 +117,9 @@ def test_a_source_gone_silent_has_its_open_windows_written_when_idle(store: Stor
     assert worker.windows.holds() == {}
 
 
-def test_windows_completing_together_are_written_over_several_batches(store: Store) -> None:
+def test_windows_completing_together_are_written_over_several_batches(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker_module, "ENCODE_SAMPLES", 1)  # a window a group
     devices = [f"leaf-{i}" for i in range(6)]
     worker = _worker(store, close_budget_s=1e-9)
     worker.process([m for d in devices for m in _msgs(d, 1, 2)])
@@ -143,3 +148,18 @@ def test_a_recovery_that_cannot_read_the_store_changes_nothing(
     worker.process(_msgs("leaf-1", 4, 11))
     worker.flush()
     assert _stored(store, "leaf-1") == [1, 2, 3, 4, 11]
+
+
+def test_small_windows_are_encoded_together_up_to_a_group(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one batch's budget the writer takes a whole group: windows are encoded
+    together until they hold ``ENCODE_SAMPLES`` samples."""
+    devices = [f"leaf-{i}" for i in range(6)]
+    monkeypatch.setattr(worker_module, "ENCODE_SAMPLES", 4)  # a frame is one sample
+    worker = _worker(store, close_budget_s=1e-9)
+    worker.process([m for d in devices for m in _msgs(d, 1, 2)])
+    writes = [worker.process([m for d in devices for m in _msgs(d, s)]).segments
+              for s in (11, 12)]
+    assert writes == [2, 2], "two windows of two frames fill a group of four samples"
+    worker.flush()
+    assert all(_stored(store, d) == [1, 2, 11, 12] for d in devices)
