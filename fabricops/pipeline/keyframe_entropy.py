@@ -130,8 +130,7 @@ def _group_chunk(s: NDArray[np.int64], code: int) -> list[bytes]:
     config = _LOOKBACK if code & LOOKBACK_GROUP else _CONFIG
     code &= ~LOOKBACK_GROUP
     chunk = standalone.simple_compress(np.ascontiguousarray(s).ravel(), config)
-    codes = np.full(len(s), code, np.uint8)
-    packed = kp.pack_rows(kp.zigzag(s.view(np.uint64)), codes)
+    packed = kp.pack_group(kp.zigzag(s.view(np.uint64)), code)
     estimate = _local.__dict__.get("zstd") or _local.__dict__.setdefault(
         "zstd", zstandard.ZstdCompressor(level=3))
     if len(estimate.compress(packed)) < len(chunk):

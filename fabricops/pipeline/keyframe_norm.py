@@ -87,7 +87,7 @@ def write_corrections(out: list[bytes], corr: I64) -> None:
     code = int(kp.width_codes(z.reshape(1, -1))[0]) if z.size else 0
     out.append(np.uint8(code).tobytes())
     if code:
-        out.append(kp.pack_rows(z, np.full(len(z), code, np.uint8)))
+        out.append(kp.pack_group(z, code))
 
 
 def read_corrections(rd: BodyReader, rows: int, points: int) -> I64:

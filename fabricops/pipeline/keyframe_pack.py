@@ -258,6 +258,11 @@ def pack_rows(z: U64, codes: U8) -> bytes:
     return b"".join(parts)
 
 
+def pack_group(z: U64, code: int) -> bytes:
+    """``pack_rows`` of rows that all have width ``code`` (> 0)."""
+    return _pack_group(z, WIDTH_BITS[code])
+
+
 def _pack_group(z: U64, bits: int) -> bytes:
     if bits >= 8:
         r, c = z.shape
