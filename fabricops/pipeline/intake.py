@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
 
 from fabricops.core.bus import Message
 from fabricops.core.frame import Frame, FrameError
@@ -118,11 +117,6 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
             reject(d.reason, d.detail, d.count)
         out.append((frame, origin))
     return out
-
-
-ENCODE_SAMPLES: Final = 1 << 17
-"""The writer encodes complete windows together until they hold this many samples
-(``segments_of``): about 50 windows of a 2-NIC host, 8 of a 64-port switch."""
 
 
 def segment_of(device: str, source: str, frames: list[Frame]) -> SegmentRecord:

@@ -93,7 +93,7 @@ from fabricops.pipeline.keyframe_pack import KeyframeDecodeError, KeyframeError
 
 __all__ = ["ENCODING", "ENCODINGS", "KeyframeDecodeError", "KeyframeError", "SeriesBlock",
            "block_from_frames", "decode_block", "default_gauge_bound", "encode_block",
-           "gauge_bounds"]
+           "encode_blocks", "gauge_bounds"]
 
 ENCODING: Final = "kf3"
 """The name of what ``encode_block`` writes by default, for the store's ``encoding``."""
@@ -195,13 +195,16 @@ def encode_blocks(blocks: Sequence[SeriesBlock],
                   version: int = VERSION) -> list[bytes]:
     """``encode_block`` of each block with its bound: the same payloads, encoded
     together (:mod:`.keyframe_batch`; many small blocks take a fraction of the array
-    passes). KeyframeError as ``encode_block`` gives, for the first bad block."""
+    passes). A block ``encode_block`` refuses fails them all, with its KeyframeError
+    (of one of them, if several are bad)."""
     return settle_all([_encode(block, bound, catalogue, level, version)
                        for block, bound in zip(blocks, gauge_bounds, strict=True)])
 
 
 def _encode(block: SeriesBlock, gauge_bound: NDArray[np.float64] | float,
             catalogue: Catalogue, level: int, version: int) -> Work[bytes]:
+    """The writer of ``encode_block``'s payload (it yields its mode and reference
+    choices)."""
     if version not in STREAMS:
         raise KeyframeError(f"unknown format version {version}: use one of {sorted(STREAMS)}")
     stream = STREAMS[version]

@@ -1,8 +1,8 @@
 """Many blocks encoded at once: the same bytes as one at a time, in fewer array passes.
 
-A window's block is small (a host's few dozen series of a minute's points), and
-encoding it was about a hundred array calls, each costing more to make than its
-few thousand values cost to process. Two of the encoder's steps work on each
+A window's block is small (a host's few dozen series of a minute's points):
+encoding one alone takes about a hundred array calls, each costing more to make
+than its few thousand values cost to process. Two of the encoder's steps work on each
 series alone (or each entity's series), whatever else is in the block: the
 choice of residual modes (``keyframe_modes.choose_residuals``) and of counter
 references (``keyframe_refs.choose``). The section writers are generators that
@@ -24,20 +24,25 @@ from typing import Any, Final, Protocol, TypeVar
 
 BATCH_VALUES: Final = 1 << 17
 """Values served in one call at most (1 MB of uint64: the stacked passes stay within
-a core's cache; larger stacks were slower again)."""
+a core's cache, which a larger stack falls out of)."""
 
 T = TypeVar("T")
 
 
 class Request(Protocol):
-    @property
-    def key(self) -> Hashable: ...
+    """What a writer yields (see the module docstring)."""
 
     @property
-    def size(self) -> int: ...
+    def key(self) -> Hashable:
+        """Requests of one key can be served together."""
+
+    @property
+    def size(self) -> int:
+        """Values the request stacks."""
 
     @staticmethod
-    def serve(requests: list[Any]) -> list[Any]: ...
+    def serve(requests: list[Any]) -> list[Any]:
+        """Per request (of one key), what serving it alone gives."""
 
 
 Work = Generator[Request, Any, T]

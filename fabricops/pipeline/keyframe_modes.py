@@ -91,7 +91,7 @@ def choose_residuals(y: U64, order0: bool = False, ratio: F64 | None = None
     return modes, best
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ModeChoice:
     """What a section writer asks of ``choose_residuals`` (see :mod:`.keyframe_batch`:
     the requests of many blocks are served in one call)."""
@@ -107,6 +107,7 @@ class ModeChoice:
 
     @property
     def size(self) -> int:
+        """Values the request stacks."""
         return int(self.y.size)
 
     @staticmethod

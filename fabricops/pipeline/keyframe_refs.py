@@ -110,7 +110,7 @@ def choose(x: U64, entity: I64) -> References:
     return _one_level(by, best_ref, best_ratio, best_gain)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RefChoice:
     """What the counter section's writer asks of ``choose`` (see :mod:`.keyframe_batch`:
     the requests of many blocks are served in one call)."""
@@ -125,6 +125,7 @@ class RefChoice:
 
     @property
     def size(self) -> int:
+        """Values the request stacks."""
         return int(self.x.size)
 
     @staticmethod

@@ -16,7 +16,7 @@ and only events the store did not hold yet are published again. Complete
 windows wait in a queue and each batch writes them, oldest first, for at
 most ``close_budget_s`` of CPU time, in one transaction: windows that all
 end on the same minute are written over the next seconds, never in one long
-stall. Small windows are encoded a group at a time (``ENCODE_SAMPLES``).
+stall. Small windows are encoded a group at a time (``encode_group_samples``).
 
 A frame is a duplicate only when its identity (device, source, ts_ns) is
 held already; a frame older than its stream's newest is stored all the same:
@@ -55,28 +55,26 @@ from fabricops.core.records import Event
 from fabricops.pipeline.events import EventConfig, EventRules
 from fabricops.pipeline.int_paths import IntPathBook
 from fabricops.pipeline.intake import (
-    ENCODE_SAMPLES,
     BatchResult,
     FrameIntake,
     frames_of,
     int_path_records,
     segment_of,
-    segments_of,
 )
-from fabricops.pipeline.late import PREFETCH, correct_windows, held_windows
+from fabricops.pipeline.late import correct_windows
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.stream_bank import StepQueue, StreamBank
+from fabricops.pipeline.window_writes import write_complete
 from fabricops.pipeline.windows import (
     NO_ORIGIN,
     Origin,
     Partition,
     StreamKey,
-    Window,
     WindowBook,
     frame_order,
 )
 from fabricops.pipeline.worker_metrics import SetAside, WorkerMetrics
-from fabricops.store.records import WindowClose, store_problem
+from fabricops.store.records import store_problem
 from fabricops.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -97,6 +95,9 @@ class PipelineConfig(BaseModel):
     close_budget_s: float = Field(
         default=0.15, gt=0, description="CPU time a batch spends writing complete windows "
         "(at least one group of windows encoded together is written per batch)")
+    encode_group_samples: int = Field(
+        default=1 << 17, ge=1, description="Complete windows are encoded together until "
+        "they hold this many samples (about 50 windows of a 2-NIC host, 8 of a 64-port switch)")
     stop_timeout_s: float = Field(
         default=120.0, gt=0, description="Longest wait at stop for the held windows to be "
         "written (a 16k-GPU worker holds ~30 CPU-s of them)")
@@ -343,47 +344,10 @@ class PipelineWorker:
             listener(result.events, self._newest_ns)
 
     def _write_complete(self, result: BatchResult, budget_s: float | None) -> None:
-        """Encode complete windows, oldest first, a few together (``ENCODE_SAMPLES``),
-        until ``budget_s`` of this thread's CPU time is spent (at least one group), and
-        write them in one transaction."""
-        started = time.thread_time()
-        done: list[tuple[Window, WindowClose]] = []
-        group: list[tuple[Window, dict[int, Frame], list[Frame]]] = []
-        samples, queue, ahead = 0, list(self.windows.complete.values()), {}
-        for i, window in enumerate(queue):
-            if (not group and done and budget_s is not None
-                    and time.thread_time() - started >= budget_s):
-                break
-            # what the store holds of it (written at a stop, or by another owner), read
-            # for the next PREFETCH windows at once
-            key = (*window.key, window.index)
-            if key not in ahead:
-                ahead = held_windows(self.store, [(*w.key, w.index) for w in
-                                                  queue[i:i + PREFETCH]], self._kf_ns)
-            frames = {**ahead[key].within, **{f.ts_ns: f for f in window.frames}}
-            rows = ahead[key].to_write(frames)
-            group.append((window, frames, rows))
-            samples += sum(len(f.raw) for f in rows)
-            if samples >= ENCODE_SAMPLES or i == len(queue) - 1:
-                done += self._closes(group)
-                group, samples = [], 0
-        if not done:
-            return
-        result.segments += self.store.close_windows([c for _, c in done])
-        for window, close in done:
-            self.windows.written(window, close.before_ts_ns)
-
-    def _closes(self, group: list[tuple[Window, dict[int, Frame], list[Frame]]]
-                ) -> list[tuple[Window, WindowClose]]:
-        """Each window's close: its frames to write (if any) encoded with the others'."""
-        segments = iter(segments_of([(*w.key, rows) for w, _, rows in group if rows]))
-        out = []
-        for window, frames, rows in group:
-            (device, source), t0 = window.key, window.index * self._kf_ns
-            out.append((window, WindowClose(
-                device, source, (t0, t0 + self._kf_ns), [next(segments)] if rows else [],
-                max(frames) + 1, self._streams[window.key].snapshot())))
-        return out
+        """Write complete windows for at most ``budget_s`` of CPU (see window_writes)."""
+        result.segments += write_complete(
+            self.windows, self.store, lambda key: self._streams[key].snapshot(),
+            budget_s=budget_s, group_samples=self.config.encode_group_samples)
 
     def flush(self) -> int:
         """Write every window held now, open ones too (shutdown, tests); segments written."""

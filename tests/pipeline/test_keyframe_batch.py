@@ -12,10 +12,12 @@ import numpy as np
 import pytest
 
 from fabricops.core.catalogue import CATALOGUE
+from fabricops.core.frame import Frame, Source
 from fabricops.pipeline import keyframe_batch as kb
 from fabricops.pipeline import keyframe_modes as km
 from fabricops.pipeline import keyframe_pack as kp
 from fabricops.pipeline import keyframe_refs as kr
+from fabricops.pipeline.intake import segment_of, segments_of
 from fabricops.pipeline.keyframe import (
     KeyframeError,
     SeriesBlock,
@@ -42,6 +44,8 @@ def mixed_blocks(noisy: ModuleType) -> list[SeriesBlock]:
     blocks = [b for _, b in noisy.noisy_blocks(3, shape, 30)]
     blocks += [port_block(ports=3, n=30, seed=s) for s in range(8)]
     blocks += [port_block(ports=2, n=n, seed=n) for n in (2, 3, 17)]
+    # long enough for the modes to be screened on a sample of points (a merged segment)
+    blocks += [port_block(ports=2, n=300, seed=s, reboot_at=None) for s in (1, 2)]
     first = blocks[0]
     counter = ~CATALOGUE.is_float[first.metric] & (first.metric != CATALOGUE.id_of("oper_status"))
     keep = np.flatnonzero(~counter)
@@ -57,15 +61,17 @@ def test_blocks_encoded_together_are_the_bytes_each_gives_alone(noisy: ModuleTyp
     bounds: list[Any] = [gauge_bounds(b.metric) for b in blocks]
     bounds[1] = np.where(bounds[1] > 0, 0.0, bounds[1])  # exact gauges: XOR rows
     alone = [encode_block(b, g) for b, g in zip(blocks, bounds, strict=True)]
-    assert encode_blocks(blocks, bounds) == alone
+    together = encode_blocks(blocks, bounds)
+    assert together == alone
+    assert np.array_equal(decode_block(together[-7]).raw, blocks[-7].raw)
     assert encode_blocks(blocks[::-1], bounds[::-1]) == alone[::-1]
     for version in (1, 2):
         assert encode_blocks(blocks[:6], bounds[:6], version=version) == [
             encode_block(b, g, version=version) for b, g in zip(blocks[:6], bounds[:6],
                                                                  strict=True)]
     # the port blocks take references: the stacked choice had some to keep apart
-    assert all(len(references_of(b)) for b in blocks[-13:-5])
-    assert np.array_equal(decode_block(alone[-5]).raw, blocks[-5].raw)
+    assert all(len(references_of(b)) for b in blocks[-15:-7])
+    assert max(b.n_points for b in blocks) >= km.SCREEN_POINTS
 
 
 def test_a_stacked_reference_choice_stays_within_its_block() -> None:
@@ -98,6 +104,22 @@ def test_a_stacked_mode_choice_keeps_each_blocks_own_intervals() -> None:
         assert np.array_equal(modes, want_modes)
         assert np.array_equal(e, want_e)
     assert any((modes == kp.RATE_MODE).any() for modes, _ in together)
+
+
+def test_streams_written_together_are_the_segments_each_gives_alone(
+        noisy: ModuleType) -> None:
+    shape = noisy.Shape(devices=3, ports=2, points=20)
+    streams = []
+    for k, (device, block) in enumerate(noisy.noisy_blocks(5, shape, 20)):
+        names = tuple(dict.fromkeys(block.entity))
+        idx = np.array([names.index(e) for e in block.entity], np.uint32)
+        frames = [Frame(device, int(t), Source.GNMI, 100 * k + i, names, idx, block.metric,
+                        block.raw[:, i]) for i, t in enumerate(block.ts_ns)]
+        streams.append((device, "gnmi", frames[::-1]))  # any order
+    alone = [segment_of(*s) for s in streams]
+    assert segments_of(streams) == alone
+    assert [(g.device, g.first_seq, g.last_seq) for g in alone] == [
+        (d, 100 * k, 100 * k + 19) for k, (d, _, _) in enumerate(streams)]
 
 
 @dataclass(frozen=True)
@@ -137,6 +159,10 @@ def test_settle_all_serves_each_key_together_in_chunks_and_routes_the_answers(
     assert SERVED[:2] == [[1, 3], [5, 7]]
     assert sorted(map(sorted, SERVED[2:])) == [[2, 4], [9]]
     assert kb.settle(asker()) == []
+    SERVED.clear()
+    monkeypatch.setattr(kb, "BATCH_VALUES", 30)  # exactly three requests of 10 values
+    assert kb.settle_all([asker(v) for v in (1, 3, 5, 7)]) == [[2], [6], [10], [14]]
+    assert SERVED == [[1, 3, 5], [7]]
 
 
 def test_a_writer_that_fails_fails_the_batch() -> None:

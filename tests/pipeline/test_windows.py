@@ -12,8 +12,8 @@ import pytest
 from fabricops.core.bus import Message, Topic, topic_name
 from fabricops.core.frame import Frame
 from fabricops.core.membus import MemoryBus
-from fabricops.pipeline import worker as worker_module
 from fabricops.pipeline.keyframe import decode_block
+from fabricops.pipeline.segment_merge import MergeConfig, merge_segments
 from fabricops.pipeline.windows import WindowBook
 from fabricops.pipeline.worker import PipelineConfig, PipelineWorker
 from fabricops.store.store import Store, StoreError
@@ -93,9 +93,9 @@ def test_a_failed_batch_is_forgotten_and_the_batches_before_it_are_kept(
 
 
 def test_a_stream_judged_quiet_that_sends_more_of_its_window_loses_nothing(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker_module, "ENCODE_SAMPLES", 1)  # a window a group
-    worker = _worker(store, close_grace_s=0, close_budget_s=1e-9)  # one group a batch
+        store: Store) -> None:
+    # a window a group, one group a batch
+    worker = _worker(store, close_grace_s=0, close_budget_s=1e-9, encode_group_samples=1)
     worker.process(_msgs("leaf-1", 1, 2) + _msgs("leaf-2", 1, 2))
     worker.process(_msgs("leaf-3", 12))  # leaf-1 and leaf-2 judged quiet: one is written
     assert len(worker.windows.complete) == 1
@@ -117,11 +117,9 @@ def test_a_source_gone_silent_has_its_open_windows_written_when_idle(store: Stor
     assert worker.windows.holds() == {}
 
 
-def test_windows_completing_together_are_written_over_several_batches(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker_module, "ENCODE_SAMPLES", 1)  # a window a group
+def test_windows_completing_together_are_written_over_several_batches(store: Store) -> None:
     devices = [f"leaf-{i}" for i in range(6)]
-    worker = _worker(store, close_budget_s=1e-9)
+    worker = _worker(store, close_budget_s=1e-9, encode_group_samples=1)  # a window a group
     worker.process([m for d in devices for m in _msgs(d, 1, 2)])
     writes = []
     for second in (11, 12, 13):
@@ -150,16 +148,38 @@ def test_a_recovery_that_cannot_read_the_store_changes_nothing(
     assert _stored(store, "leaf-1") == [1, 2, 3, 4, 11]
 
 
-def test_small_windows_are_encoded_together_up_to_a_group(
-        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_windows_are_encoded_together_up_to_a_group(store: Store) -> None:
     """Within one batch's budget the writer takes a whole group: windows are encoded
-    together until they hold ``ENCODE_SAMPLES`` samples."""
+    together until they hold ``encode_group_samples`` samples."""
     devices = [f"leaf-{i}" for i in range(6)]
-    monkeypatch.setattr(worker_module, "ENCODE_SAMPLES", 4)  # a frame is one sample
-    worker = _worker(store, close_budget_s=1e-9)
+    # a frame here is one sample: two windows of two frames fill a group
+    worker = _worker(store, close_budget_s=1e-9, encode_group_samples=4)
     worker.process([m for d in devices for m in _msgs(d, 1, 2)])
     writes = [worker.process([m for d in devices for m in _msgs(d, s)]).segments
               for s in (11, 12)]
-    assert writes == [2, 2], "two windows of two frames fill a group of four samples"
+    assert writes == [2, 2]
     worker.flush()
     assert all(_stored(store, d) == [1, 2, 11, 12] for d in devices)
+
+
+def test_a_window_with_nothing_to_write_between_two_of_its_group_keeps_them_apart(
+        store: Store) -> None:
+    """leaf-1's window is all in a merged segment already: of the three windows encoded
+    together, the other two replace their stored segments, and leaf-1 gets no second
+    copy."""
+    first = _worker(store)
+    first.process(_msgs("leaf-1", 1, 2, 11, 12, 21) + _msgs("leaf-0", 1) + _msgs("leaf-2", 1))
+    first.flush()
+    assert merge_segments(store, config=MergeConfig(span_s=20)).spans == 1
+    spans = [(g.t_start_ns, g.t_end_ns) for g in
+             store.segments(t0_ns=0, t1_ns=2**62, devices=["leaf-1"])]
+    assert sorted(spans) == [(T0 + S, T0 + 12 * S), (T0 + 21 * S, T0 + 21 * S)]
+    again = _worker(store, close_budget_s=1e-9)
+    again.process([m for d in ("leaf-0", "leaf-1", "leaf-2") for m in _msgs(d, 1, 2)])
+    assert again.process([m for d in ("leaf-0", "leaf-1", "leaf-2")
+                          for m in _msgs(d, 11)]).segments == 2
+    for device in ("leaf-0", "leaf-2"):
+        [segment] = store.segments(t0_ns=0, t1_ns=2**62, devices=[device])
+        assert (segment.device, segment.t_start_ns, segment.t_end_ns) == \
+            (device, T0 + S, T0 + 2 * S)
+    assert _stored(store, "leaf-1") == [1, 2, 11, 12, 21]
