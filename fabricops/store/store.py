@@ -62,6 +62,7 @@ EVENT_KEY = ("ts_ns", "entity", "metric", "kind")
 INT_PATH_KEY = ("src_ip", "dst_ip", "sport", "dport", "proto", "path")
 STAGED_KEY = ("device", "source", "ts_ns")
 STREAM_KEY = ("device", "source")
+_FIRST_NS = -(2**63)  # a close without a window drops every staged frame before its time
 
 
 def _replace_build(excluded: Any, table: Table) -> tuple[dict[str, Any], Any]:
@@ -325,17 +326,13 @@ class Store(OperationsStore):
         def work(conn: Connection) -> tuple[int, int]:
             deleted = 0
             for c in closes:
-                unstage = delete(StagedFrameRow).where(
-                    StagedFrameRow.device == c.device, StagedFrameRow.source == c.source,
-                    StagedFrameRow.ts_ns < c.before_ts_ns)
+                stream = {"device": c.device, "source": c.source}
                 if c.window is not None:
-                    unstage = unstage.where(StagedFrameRow.ts_ns >= c.window[0])
-                    conn.execute(delete(SegmentRow).where(
-                        SegmentRow.device == c.device, SegmentRow.source == c.source,
-                        SegmentRow.t_start_ns >= c.window[0],
-                        SegmentRow.t_start_ns < c.window[1],
-                        SegmentRow.t_end_ns < c.window[1]))
-                deleted += conn.execute(unstage).rowcount
+                    conn.execute(queries.WINDOW_SEGMENTS_DELETE,
+                                 {**stream, "t0": c.window[0], "t1": c.window[1]})
+                t0 = c.window[0] if c.window is not None else _FIRST_NS
+                deleted += conn.execute(queries.STAGED_DELETE,
+                                        {**stream, "t0": t0, "before": c.before_ts_ns}).rowcount
             inserted = insert_rows(conn, SEGMENTS, windowed, key=SEGMENT_KEY)
             if inserted < len(windowed):
                 raise StoreError(
