@@ -254,7 +254,7 @@ def pack_rows(z: U64, codes: U8) -> bytes:
     parts = []
     for code in np.unique(codes[codes > 0]).tolist():
         rows = np.flatnonzero(codes == code)
-        parts.append(_pack_group(z[rows], WIDTH_BITS[code]))
+        parts.append(pack_group(z[rows], code))
     return b"".join(parts)
 
 

@@ -32,25 +32,10 @@ for _m in CATALOGUE.metrics:
 __all__ = ["SeriesStream", "StepResult"]
 
 
-class _Column:
-    """A stream's view of one bank array: the values of its series, in their order
-    (a copy; the bank is written through ``StreamBank``)."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    def __get__(self, stream: SeriesStream | None, owner: type | None = None) -> Any:
-        if stream is None:
-            return self
-        return getattr(stream.bank, self.name)[stream.gslot]
-
-
 class SeriesStream:
     """Rates and events of one (device, source); its series grow as new ones appear.
     Streams that share a ``bank`` can be stepped together (``StreamBank.step``); one
     without is given a bank of its own."""
-
-    metric, last_raw, have, active, odd, mean, var, count = (_Column() for _ in range(8))
 
     def __init__(self, device: str, source: str, rules: EventRules,
                  bank: StreamBank | None = None) -> None:
@@ -71,6 +56,12 @@ class SeriesStream:
             out.events.clear()
         return out
 
+    def column(self, name: str) -> NDArray[Any]:
+        """This stream's values of the bank array ``name`` (one of ``COLUMNS``), in its
+        series' order (a copy: the bank is written through ``StreamBank``)."""
+        values: NDArray[Any] = getattr(self.bank, name)[self.gslot]
+        return values
+
     _ARRAYS = tuple(name for name, _ in COLUMNS)
     STATE_MAGIC = b"FOSS"
     """What a checkpoint starts with (deflated): a u32 length and a JSON header of the
@@ -81,7 +72,7 @@ class SeriesStream:
         """The stream's whole state, to resume exactly where it stopped (see ``resume``),
         deflated (fast level: it is saved with every window, and names, flags and counts
         repeat, so it shrinks several-fold)."""
-        arrays = [getattr(self.bank, k)[self.gslot] for k in self._ARRAYS]
+        arrays = [self.column(k) for k in self._ARRAYS]
         head = json.dumps({
             "keys": self._keys,
             "last_ts_ns": -1 if self.last_ts_ns is None else self.last_ts_ns,

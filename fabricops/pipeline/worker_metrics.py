@@ -77,18 +77,19 @@ class SetAside:
         self._warn = ThrottledLog(log)
 
     def reject(self, result: BatchResult, reason: str, why: str, n: int = 1) -> None:
-        result.reject(reason, n)
-        self.metrics.rejected.labels(reason).inc(n)
+        self._count(result, reason, n)
         self._warn.warning(reason, "pipeline set aside %s: %s", reason, why)
 
     def dead(self, result: BatchResult, msg: Message, reason: str, why: str) -> None:
-        result.reject(reason)
-        self.metrics.rejected.labels(reason).inc()
+        self._count(result, reason, 1)
         self.dead_letters.put(msg, reason, why)
 
     def duplicate(self, result: BatchResult, n: int = 1) -> None:
-        result.reject("duplicate", n)
-        self.metrics.rejected.labels("duplicate").inc(n)
+        self._count(result, "duplicate", n)
+
+    def _count(self, result: BatchResult, reason: str, n: int) -> None:
+        result.reject(reason, n)
+        self.metrics.rejected.labels(reason).inc(n)
 
     def stepped(self, result: BatchResult,
                 steps: Iterable[tuple[SeriesStream, Frame, StepResult]]) -> None:

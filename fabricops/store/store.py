@@ -326,11 +326,11 @@ class Store(OperationsStore):
         def work(conn: Connection) -> tuple[int, int]:
             deleted = 0
             for c in closes:
-                stream = {"device": c.device, "source": c.source}
+                stream, t0 = {"device": c.device, "source": c.source}, _FIRST_NS
                 if c.window is not None:
+                    t0 = c.window[0]
                     conn.execute(queries.WINDOW_SEGMENTS_DELETE,
-                                 {**stream, "t0": c.window[0], "t1": c.window[1]})
-                t0 = c.window[0] if c.window is not None else _FIRST_NS
+                                 {**stream, "t0": t0, "t1": c.window[1]})
                 deleted += conn.execute(queries.STAGED_DELETE,
                                         {**stream, "t0": t0, "before": c.before_ts_ns}).rowcount
             inserted = insert_rows(conn, SEGMENTS, windowed, key=SEGMENT_KEY)

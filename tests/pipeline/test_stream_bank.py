@@ -68,7 +68,7 @@ def _seen(result: StepResult) -> tuple[object, ...]:
 
 def _state(stream: SeriesStream) -> tuple[object, ...]:
     return (stream.last_ts_ns, tuple(stream._keys),
-            tuple(getattr(stream, k).tobytes() for k in SeriesStream._ARRAYS))
+            tuple(stream.column(k).tobytes() for k in SeriesStream._ARRAYS))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -30,7 +30,7 @@ def _stream(seconds: int) -> SeriesStream:
 
 def _same(a: SeriesStream, b: SeriesStream) -> bool:
     return a.last_ts_ns == b.last_ts_ns and a._keys == b._keys and all(
-        np.array_equal(getattr(a, k), getattr(b, k), equal_nan=a.mean.dtype.kind == "f")
+        np.array_equal(a.column(k), b.column(k), equal_nan=a.column("mean").dtype.kind == "f")
         for k in SeriesStream._ARRAYS)
 
 
@@ -39,7 +39,7 @@ def _npz(stream: SeriesStream) -> bytes:
     buf = io.BytesIO()
     np.savez(buf, keys=np.array(json.dumps(stream._keys)),
              last_ts_ns=np.array(stream.last_ts_ns, np.int64),
-             **{k: getattr(stream, k) for k in SeriesStream._ARRAYS})
+             **{k: stream.column(k) for k in SeriesStream._ARRAYS})
     return buf.getvalue()
 
 
