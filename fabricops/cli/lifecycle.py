@@ -13,6 +13,9 @@ behind, and the exit code says how it ended (``EXIT_CODES_HELP``):
   exits 3;
 * anything else prints one line and exits 1.
 
+The error line is printed once everything is stopped, so it is the last line
+whatever the parts log while stopping.
+
 Once started, the command's heap is settled (:mod:`fabricops.core.heap`): the
 collector no longer scans what start-up built.
 
@@ -129,10 +132,13 @@ def running_command(registry: CollectorRegistry | None = None) -> Iterator[Runni
             yield running
         except BaseException as exc:
             outcome = _outcome(exc)
-            running.stop()
+            running.stop()  # what the parts log while stopping comes before the error
             if outcome is None:
                 raise
-            raise outcome from None
+            line, end = outcome
+            if line:
+                say_error(line)
+            raise end from None
         errors = running.stop()
         if errors:
             if debug_enabled():
@@ -143,23 +149,21 @@ def running_command(registry: CollectorRegistry | None = None) -> Iterator[Runni
         restore()
 
 
-def _outcome(exc: BaseException) -> typer.Exit | None:
-    """The Exit that ends the command after ``exc`` (its line printed), or None to
-    let ``exc`` propagate as it is."""
+def _outcome(exc: BaseException) -> tuple[str, typer.Exit] | None:
+    """The error line to print (maybe empty) and the Exit that end the command after
+    ``exc``, or None to let ``exc`` propagate as it is."""
     if isinstance(exc, typer.Exit | typer.Abort):
         return None
     if isinstance(exc, WorkerDiedError):
-        say_error(str(exc))
-        return typer.Exit(EXIT_WORKER_DIED)
+        return str(exc), typer.Exit(EXIT_WORKER_DIED)
     if isinstance(exc, KeyboardInterrupt):
-        return typer.Exit(EXIT_INTERRUPTED)
+        return "", typer.Exit(EXIT_INTERRUPTED)
     if not isinstance(exc, Exception) or debug_enabled():
         return None
     if isinstance(exc, startup_errors()):
-        say_error(error_message(exc))
-        return typer.Exit(EXIT_BAD_INPUT)
-    say_error(f"{_described(exc)} (fabricops --debug shows the traceback)")
-    return typer.Exit(EXIT_INTERNAL)
+        return error_message(exc), typer.Exit(EXIT_BAD_INPUT)
+    return (f"{_described(exc)} (fabricops --debug shows the traceback)",
+            typer.Exit(EXIT_INTERNAL))
 
 
 def _described(exc: BaseException) -> str:

@@ -192,6 +192,7 @@ class GnmiCollector:
     def _run_loop(self, ready: threading.Event) -> None:
         assert self._loop is not None
         asyncio.set_event_loop(self._loop)
+        self._loop.set_exception_handler(_drop_cancelled_call_status)
         try:
             self._loop.run_until_complete(self._main(ready))
         finally:
@@ -372,3 +373,19 @@ def _kind(exc: Any, delivered: bool) -> str:
     if code == "UNAVAILABLE" and not delivered:
         return "unreachable"
     return "stream"
+
+
+def _drop_cancelled_call_status(loop: asyncio.AbstractEventLoop,
+                                context: dict[str, Any]) -> None:
+    """Say nothing of the status task grpc leaves behind a call cancelled on stop.
+
+    grpc.aio awaits a call's status in a task of its own; a call cancelled as the
+    collector stops may leave it pending on the closed loop, and asyncio reports it
+    ("Task was destroyed but it is pending") whenever it is collected, possibly
+    after the process printed its last line. Anything else is reported as usual.
+    """
+    task = context.get("task")
+    coro = getattr(task, "get_coro", lambda: None)()
+    if not (isinstance(task, asyncio.Task) and task.done() is False
+            and "_AioCall" in getattr(coro, "__qualname__", "")):
+        loop.default_exception_handler(context)

@@ -75,20 +75,40 @@ def test_a_dead_worker_stops_everything_newest_first_and_exits_3(
         "error: worker rca stopped: gave up after 5 failed polls\n")
 
 
+def _stopping_says(what: str) -> Callable[[], None]:
+    return lambda: print(what, file=sys.stderr)
+
+
 def test_a_startup_error_stops_what_had_started_and_exits_2(
         capsys: pytest.CaptureFixture[str]) -> None:
     stopped: list[str] = []
 
     def body(running: Running) -> None:
         running.started(lambda: stopped.append("bus"))
+        running.started(_stopping_says("collector: target leaf-0 unavailable"))
         raise StartupError("--api-port 8080: TCP 127.0.0.1:8080 already in use")
 
     with pytest.raises(typer.Exit) as exited:
         _run_command(body)
     assert exited.value.exit_code == EXIT_BAD_INPUT
     assert stopped == ["bus"]
+    # what a part says while stopping comes first: the error is the last line
     assert capsys.readouterr().err == (
+        "collector: target leaf-0 unavailable\n"
         "error: --api-port 8080: TCP 127.0.0.1:8080 already in use\n")
+
+
+def test_a_dead_worker_is_named_after_what_stopping_printed(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    def body(running: Running) -> None:
+        running.started(_stopping_says("pipeline: flushed 3 windows"))
+        running.liveness.dead("rca", "gave up after 5 failed polls")
+        serve_until_stopped(running, duration_s=60.0)
+
+    with pytest.raises(typer.Exit):
+        _run_command(body)
+    assert capsys.readouterr().err.splitlines() == [
+        "pipeline: flushed 3 windows", "error: worker rca stopped: gave up after 5 failed polls"]
 
 
 class _DiesOnceServing(Liveness):

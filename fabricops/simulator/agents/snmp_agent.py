@@ -29,6 +29,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pyasn1.type import univ
 from pydantic import BaseModel, ConfigDict, Field
 from pysnmp.carrier.asyncio.dgram import udp
+from pysnmp.carrier.error import CarrierError
 from pysnmp.entity import config as snmp_config
 from pysnmp.entity.engine import SnmpEngine
 from pysnmp.proto import errind, rfc1905
@@ -54,6 +55,17 @@ _HEADER_RESERVE_BYTES = 200  # message, security and PDU headers around the varb
 _GET, _NEXT, _BULK = (rfc1905.GetRequestPDU.tagSet, rfc1905.GetNextRequestPDU.tagSet,
                       rfc1905.GetBulkRequestPDU.tagSet)
 _PDU_NAMES = {_GET: "get", _NEXT: "getnext", _BULK: "getbulk"}
+
+
+def _drop_late_requests(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """On stop: a request that arrived before the socket closed finds no engine; drop it.
+
+    pysnmp hands each datagram to its dispatcher through the loop, so one may be
+    queued when the transport is unregistered; it raises CarrierError, which a
+    stopped agent has no one to answer for. Anything else is reported as usual.
+    """
+    if not isinstance(context.get("exception"), CarrierError):
+        loop.default_exception_handler(context)
 
 
 class SnmpAgentConfig(BaseModel):
@@ -167,6 +179,7 @@ class SnmpAgent:
         try:
             loop.run_forever()
         finally:
+            loop.set_exception_handler(_drop_late_requests)
             transport = snmp_config.get_transport(self._engine, udp.DOMAIN_NAME)
             if transport is not None:
                 transport.close_transport()  # before the engine, so no late request reaches it
