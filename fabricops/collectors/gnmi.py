@@ -51,6 +51,7 @@ from fabricops.collectors.gnmi_mapping import NotificationMapper
 from fabricops.collectors.gnmi_metrics import GnmiMetrics
 from fabricops.collectors.gnmi_resubscribe import Attempt, keep_subscribed
 from fabricops.collectors.gnmi_tls import ServerCertificate, fetch_server_certificate
+from fabricops.collectors.grpc_loop import quiet_grpc_noise
 from fabricops.core.logthrottle import Outage, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
@@ -192,7 +193,7 @@ class GnmiCollector:
     def _run_loop(self, ready: threading.Event) -> None:
         assert self._loop is not None
         asyncio.set_event_loop(self._loop)
-        self._loop.set_exception_handler(_drop_cancelled_call_status)
+        self._loop.set_exception_handler(quiet_grpc_noise)
         try:
             self._loop.run_until_complete(self._main(ready))
         finally:
@@ -374,18 +375,3 @@ def _kind(exc: Any, delivered: bool) -> str:
         return "unreachable"
     return "stream"
 
-
-def _drop_cancelled_call_status(loop: asyncio.AbstractEventLoop,
-                                context: dict[str, Any]) -> None:
-    """Say nothing of the status task grpc leaves behind a call cancelled on stop.
-
-    grpc.aio awaits a call's status in a task of its own; a call cancelled as the
-    collector stops may leave it pending on the closed loop, and asyncio reports it
-    ("Task was destroyed but it is pending") whenever it is collected, possibly
-    after the process printed its last line. Anything else is reported as usual.
-    """
-    task = context.get("task")
-    coro = getattr(task, "get_coro", lambda: None)()
-    if not (isinstance(task, asyncio.Task) and task.done() is False
-            and "_AioCall" in getattr(coro, "__qualname__", "")):
-        loop.default_exception_handler(context)

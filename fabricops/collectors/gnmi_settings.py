@@ -13,7 +13,6 @@ missing setting.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import ValidationError
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
+from fabricops.collectors import grpc_loop
 from fabricops.collectors.gnmi_config import (
     GnmiEndpoint,
     GnmiSecurity,
@@ -141,7 +141,7 @@ class GnmiSettingsClient:
 
     def read(self, device: str) -> ParsedSettings:
         """The running settings of ``device``; SettingsReadError names the cause."""
-        answer = asyncio.run(self._call(device, "Get", settings_get_request(device)))
+        answer = grpc_loop.run(self._call(device, "Get", settings_get_request(device)))
         parsed = parse_settings(answer)
         self.m_unused.inc(len(parsed.unmapped) + len(parsed.refused))
         return parsed
@@ -149,7 +149,7 @@ class GnmiSettingsClient:
     def write(self, device: str, values: Mapping[str, SettingValue]) -> None:
         """Set ``values`` on ``device``; SettingsReadError (or SettingError) names the cause."""
         request = settings_set_request(device, values)
-        asyncio.run(self._call(device, "Set", request))
+        grpc_loop.run(self._call(device, "Set", request))
 
     async def _call(self, device: str, method: str, request: Any) -> Any:
         endpoint = self.endpoint(device)

@@ -21,6 +21,7 @@ from typing import Literal, Protocol
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from pydantic import BaseModel, ConfigDict, Field
 
+from fabricops.collectors import grpc_loop
 from fabricops.core.inventory import Inventory, Target
 from fabricops.core.topology import Topology
 from fabricops.discover.gnmi_source import GnmiLldpSource
@@ -119,7 +120,7 @@ class Discovery:
         """Poll, resolve, build; never raises for a device that does not answer."""
         started = time.perf_counter()
         candidates = self.candidates()
-        polled = asyncio.run(self._poll_all(candidates, progress))
+        polled = grpc_loop.run(self._poll_all(candidates, progress))
         reports = [report for _, report in polled]
         resolution = resolve(reports)
         topology, more = build_topology(resolution, name=self.config.name,

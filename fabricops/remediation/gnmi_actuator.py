@@ -38,7 +38,6 @@ and the cause.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,6 +46,7 @@ from prometheus_client import CollectorRegistry, Counter
 from pydantic import Field, ValidationError
 from pygnmi.spec.v080 import gnmi_pb2, gnmi_pb2_grpc
 
+from fabricops.collectors import grpc_loop
 from fabricops.collectors.gnmi_config import (
     GnmiEndpoint,
     GnmiSecurity,
@@ -133,7 +133,7 @@ class GnmiSetActuator:
                                 f"{step.op.value!r}")
         try:
             endpoint = self._endpoint_of(step)
-            facts = asyncio.run(self._carry_out(step, endpoint))
+            facts = grpc_loop.run(self._carry_out(step, endpoint))
         except _SetFailedError as exc:
             self._count(step, exc.outcome)
             if exc.outcome in _SILENT:
@@ -153,7 +153,7 @@ class GnmiSetActuator:
         except _SetFailedError:
             return
         try:
-            asyncio.run(self._probe(step, endpoint))
+            grpc_loop.run(self._probe(step, endpoint))
         except _SetFailedError as exc:
             self._metrics.checks.labels(exc.outcome).inc()
             raise UnreachableError(f"{step.describe()}: {exc}", endpoint.device) from None
