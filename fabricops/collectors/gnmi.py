@@ -52,7 +52,7 @@ from fabricops.collectors.gnmi_metrics import GnmiMetrics
 from fabricops.collectors.gnmi_resubscribe import Attempt, keep_subscribed
 from fabricops.collectors.gnmi_tls import ServerCertificate, fetch_server_certificate
 from fabricops.collectors.grpc_loop import quiet_grpc_noise
-from fabricops.core.logthrottle import Outage, ThrottledLog
+from fabricops.core.logthrottle import Outage, OutageLines, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 
@@ -89,7 +89,8 @@ class _SubscriptionFailedError(Exception):
 class _Run:
     """The mutable state of one target's subscription (touched on the loop thread only)."""
 
-    def __init__(self, endpoint: GnmiEndpoint, unhealthy_after_leaves: int) -> None:
+    def __init__(self, endpoint: GnmiEndpoint, unhealthy_after_leaves: int,
+                 lines: OutageLines) -> None:
         self.endpoint = endpoint
         self.mapper = NotificationMapper(endpoint.device, endpoint.profile)
         self.book = TargetBook(endpoint.device, endpoint.profile, unhealthy_after_leaves)
@@ -100,7 +101,8 @@ class _Run:
         self.last_error: str | None = None
         self.reconnects = self.frames = self.samples = self.seq = 0
         self.last_sample_ns: int | None = None
-        self.outage = Outage(log, f"gNMI target {endpoint.device} at {endpoint.address}")
+        self.outage = Outage(log, f"gNMI target {endpoint.device} at {endpoint.address}",
+                             lines=lines, name=endpoint.device)
 
 
 class GnmiCollector:
@@ -119,7 +121,9 @@ class GnmiCollector:
         self._rng = rng or random.Random()
         self._backoff = config.backoff
         self._warnings = ThrottledLog(log)
-        self._runs = {t.device: _Run(t, config.unhealthy_after_leaves) for t in config.targets}
+        self._outage_lines = OutageLines(log, "gNMI targets")
+        self._runs = {t.device: _Run(t, config.unhealthy_after_leaves, self._outage_lines)
+                      for t in config.targets}
         self._metrics.prepare(list(self._runs))
         self._policies = PolicyBook()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -146,6 +150,7 @@ class GnmiCollector:
             self._thread.join(timeout=10)
         self._loop = self._thread = self._stopped = None
         self._warnings.flush()
+        self._outage_lines.flush()
 
     def status(self) -> dict[str, GnmiTargetStatus]:
         return {d: GnmiTargetStatus(d, r.endpoint.address, r.up, r.interval_s, r.last_error,

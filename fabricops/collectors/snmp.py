@@ -51,7 +51,7 @@ from fabricops.collectors.snmp_transport import Peer, PollError, V2cClient, V3Cl
 from fabricops.collectors.snmp_usm_client import UsmClient
 from fabricops.collectors.snmp_usm_client import supports as usm_supports
 from fabricops.collectors.snmp_walk import WalkLimits, WalkStats, walk
-from fabricops.core.logthrottle import Outage, ThrottledLog
+from fabricops.core.logthrottle import Outage, OutageLines, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 from fabricops.core.snmp_mib import SYS_NAME, Column, Oid
@@ -104,6 +104,7 @@ class SnmpPoller:
         self.sink = sink
         self._loop_factory = loop_factory
         self._warnings = ThrottledLog(log)
+        self._outage_lines = OutageLines(log, "SNMP targets")
         self.metrics = SnmpMetrics(registry if registry is not None else CollectorRegistry())
         self._targets = {t.device: _Target(t, TargetStatus(t.device)) for t in config.targets}
         self.metrics.prepare(list(self._targets))
@@ -137,6 +138,7 @@ class SnmpPoller:
         loop.close()
         self._loop = self._thread = None
         self._warnings.flush()
+        self._outage_lines.flush()
 
     def collect_once(self, timeout_s: float = 120.0) -> dict[str, TargetStatus]:
         """Poll every target once, now and concurrently (within the limits); wait."""
@@ -382,7 +384,8 @@ class SnmpPoller:
     def _outage_of(self, state: _Target) -> Outage:
         """The target's outage book, on the poller's loop clock (called on the loop)."""
         if state.outage is None:
-            state.outage = Outage(log, state.target.where, asyncio.get_running_loop().time)
+            state.outage = Outage(log, state.target.where, asyncio.get_running_loop().time,
+                                  self._outage_lines, state.target.device)
         return state.outage
 
     def _set_status(self, state: _Target, status: TargetStatus) -> None:

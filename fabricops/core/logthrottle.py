@@ -8,6 +8,10 @@ held-back counts out (call it when the loop stops).
 
 ``Outage`` turns a stream of failures into two lines: one when the outage
 starts, one when it ends, with its length and what happened meanwhile.
+
+``OutageLines`` keeps the outage lines of many targets readable when hundreds
+go down or come back together (a pod losing power, a management network
+split): a few lines as they come, then one line that counts the rest.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
 
 
 class ThrottledLog:
@@ -68,10 +74,13 @@ class Outage:
     """
 
     def __init__(self, log: logging.Logger, what: str,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 lines: OutageLines | None = None, name: str = "") -> None:
         self.log = log
         self.what = what
         self.clock = clock
+        self.lines = lines
+        self.name = name or what
         self.since: float | None = None
         self.failures = 0
         self.outages = 0
@@ -91,7 +100,7 @@ class Outage:
             return False
         self.since = self.clock()
         self.outages += 1
-        self.log.warning("%s unavailable: %s", self.what, cause)
+        self._say("unavailable", "%s unavailable: %s", self.what, cause)
         return True
 
     def recovered(self, detail: str = "") -> float | None:
@@ -102,6 +111,105 @@ class Outage:
         self.since = None
         failures, self.failures = self.failures, 0
         extra = f"; {detail}" if detail else ""
-        self.log.warning("%s back after %.1f s (%s failed attempts)%s", self.what, length,
-                         f"{failures:,}", extra)
+        self._say("back", "%s back after %.1f s (%s failed attempts)%s", self.what, length,
+                  f"{failures:,}", extra)
         return length
+
+    def _say(self, kind: str, msg: str, *args: object) -> None:
+        if self.lines is None:
+            self.log.warning(msg, *args)
+        else:
+            self.lines.say(kind, self.name, msg, *args)
+
+
+class Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+def _timer(delay_s: float, then: Callable[[], None]) -> Cancellable:
+    timer = threading.Timer(delay_s, then)
+    timer.daemon = True
+    timer.start()
+    return timer
+
+
+@dataclass
+class _Burst:
+    """One kind of line in the interval that started at ``since``."""
+
+    since: float
+    said: int = 0
+    held: int = 0
+    names: list[str] = field(default_factory=list)
+    summary: Cancellable | None = None
+
+
+class OutageLines:
+    """Outage lines of many targets of one kind (thread-safe).
+
+    ``say(kind, name, msg, *args)`` logs the first ``burst`` lines of ``kind``
+    ("unavailable", "back") in each ``interval_s`` as they come; the rest are
+    held and summed up in one line when the interval ends (``schedule`` runs
+    that later, on a timer thread by default): "SNMP targets: 1,019 more
+    unavailable in the last 10 s (e.g. leaf-7, leaf-9, spine-3)". ``flush``
+    writes what is held at once (call it when the collector stops).
+    """
+
+    EXAMPLES = 3
+
+    def __init__(self, log: logging.Logger, what: str, interval_s: float = 10.0,
+                 burst: int = 5, clock: Callable[[], float] = time.monotonic,
+                 schedule: Callable[[float, Callable[[], None]], Cancellable] = _timer) -> None:
+        self.log = log
+        self.what = what
+        self.interval_s = interval_s
+        self.burst = burst
+        self.clock = clock
+        self.schedule = schedule
+        self._lock = threading.Lock()
+        self._bursts: dict[str, _Burst] = {}
+
+    def say(self, kind: str, name: str, msg: str, *args: object) -> bool:
+        """Log ``msg % args`` now, or hold it for the summary; True if logged."""
+        now = self.clock()
+        with self._lock:
+            burst = self._bursts.get(kind)
+            if burst is None or now - burst.since >= self.interval_s:
+                if burst is not None and burst.held:
+                    self._summarize(kind, burst)
+                burst = self._bursts[kind] = _Burst(now)
+            if burst.said >= self.burst:
+                burst.held += 1
+                if len(burst.names) < self.EXAMPLES:
+                    burst.names.append(name)
+                if burst.summary is None:
+                    wait_s = burst.since + self.interval_s - now
+                    burst.summary = self.schedule(wait_s, lambda: self._summarize_now(kind))
+                return False
+            burst.said += 1
+        self.log.warning(msg, *args)
+        return True
+
+    def flush(self) -> None:
+        """Sum up every held line now."""
+        with self._lock:
+            for kind, burst in self._bursts.items():
+                if burst.held:
+                    self._summarize(kind, burst)
+            self._bursts.clear()
+
+    def _summarize_now(self, kind: str) -> None:
+        with self._lock:
+            burst = self._bursts.get(kind)
+            if burst is not None and burst.held:
+                self._summarize(kind, burst)
+
+    def _summarize(self, kind: str, burst: _Burst) -> None:
+        """One line for what ``burst`` held, which it then forgets (lock held)."""
+        if burst.summary is not None:
+            burst.summary.cancel()
+        more = f"{burst.held - len(burst.names):,} more" if burst.held > len(burst.names) else ""
+        examples = ", ".join(burst.names) + (f" and {more}" if more else "")
+        self.log.warning("%s: %s more %s in the last %g s (%s)", self.what, f"{burst.held:,}",
+                         kind, self.interval_s, examples)
+        burst.held, burst.names, burst.summary = 0, [], None

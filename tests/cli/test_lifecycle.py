@@ -174,5 +174,6 @@ def test_up_stops_every_part_it_started_when_a_late_one_fails(tmp_path: Path) ->
     # collectors' first polls before the failure: their outage lines, and nothing
     # else, may come before the error
     outage = re.compile(r"\S+ \S+ WARNING fabricops\.collectors\.\w+: "
-                        r".* (unavailable: |back after )")
+                        r"(.* (unavailable: |back after )"
+                        r"|(SNMP|gNMI) targets: [\d,]+ more (unavailable|back) in the last )")
     assert all(outage.match(line) for line in before), done.stderr

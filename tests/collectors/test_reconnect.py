@@ -91,9 +91,9 @@ def relay(agent: SnmpAgent) -> Iterator[Relay]:
 
 
 def _target(relay: Relay, **kw: object) -> SnmpTarget:
-    return SnmpTarget(device="leaf-0", port=relay.port,
-                      credentials=SnmpCredentials(community="leaf-0"),
-                      **{"timeout_s": 1.0, "retries": 0, **kw})  # type: ignore[arg-type]
+    return SnmpTarget(port=relay.port, credentials=SnmpCredentials(community="leaf-0"),
+                      **{"device": "leaf-0", "timeout_s": 1.0, "retries": 0,
+                         **kw})  # type: ignore[arg-type]
 
 
 def test_an_answer_from_another_address_is_ignored_counted_and_logged_once(
@@ -189,3 +189,49 @@ def _gnmi_outage(fabric: Fabric, caplog: pytest.LogCaptureFixture) -> None:
     lines = [r.getMessage() for r in caplog.records if r.name == "fabricops.collectors.gnmi"]
     assert sum("unavailable" in line for line in lines) == 1, lines
     assert sum("back after" in line for line in lines) == 1, lines
+
+
+def _outage_lines(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == logger]
+
+
+def test_forty_snmp_targets_down_at_once_make_six_lines(
+    relay: Relay, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A pod's switches lost together: five lines as they come, one for the rest."""
+    relay.mode = "drop"
+    targets = tuple(_target(relay, device=f"leaf-{n}") for n in range(40))
+    poller = SnmpPoller(SnmpPollerConfig(targets=targets, down_probe_interval_s=0.5),
+                        ListSink())
+    with caplog.at_level(logging.WARNING, logger="fabricops.collectors.snmp"):
+        poller.start()
+        try:
+            _wait(lambda: not any(s.up or s.polls == 0 for s in poller.status().values()), 30)
+        finally:
+            poller.stop()
+    lines = _outage_lines(caplog, "fabricops.collectors.snmp")
+    assert sum(" unavailable: " in line for line in lines) == 5, lines
+    [summary] = [line for line in lines if line.startswith("SNMP targets: ")]
+    assert summary.startswith("SNMP targets: 35 more unavailable in the last 10 s (leaf-")
+    assert summary.endswith(" and 32 more)")
+
+
+def test_twelve_gnmi_targets_refused_at_once_make_six_lines(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{sock.getsockname()[1]}"  # nothing listens there
+    endpoints = tuple(GnmiEndpoint(device=f"spine-{n}", address=address) for n in range(12))
+    collector = GnmiCollector(GnmiCollectorConfig(targets=endpoints), ListSink(),
+                              registry=CollectorRegistry())
+    with caplog.at_level(logging.WARNING, logger="fabricops.collectors.gnmi"):
+        collector.start()
+        try:
+            _wait(lambda: all(s.last_error for s in collector.status().values()), 30)
+        finally:
+            collector.stop()
+    lines = _outage_lines(caplog, "fabricops.collectors.gnmi")
+    assert sum(" unavailable: " in line for line in lines) == 5, lines
+    [summary] = [line for line in lines if line.startswith("gNMI targets: ")]
+    assert summary.startswith("gNMI targets: 7 more unavailable in the last 10 s (spine-")
