@@ -205,8 +205,14 @@ def open_channel(endpoint: GnmiEndpoint, max_message_bytes: int,
     blocking) is the only root trusted and its name the name expected. OSError
     names a file that cannot be read or a server that cannot be reached. Must be
     called on the event loop that will use the channel.
+
+    Each channel has a connection of its own (a local subchannel pool): grpc would
+    otherwise carry every channel to the same address over one HTTP/2 connection,
+    so targets behind one address (a gNMI proxy, the twin) would share its flow
+    control, and one stalled stream, or the connection's loss, would hold them all.
     """
-    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", max_message_bytes)]
+    options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", max_message_bytes),
+                                      ("grpc.use_local_subchannel_pool", 1)]
     if endpoint.insecure:
         return grpc.aio.insecure_channel(endpoint.address, options=options)
     roots, name = _read(endpoint.ca_file), endpoint.tls_server_name

@@ -365,6 +365,33 @@ def _free_port() -> int:
         return port
 
 
+def _connections_to(port: int) -> int:
+    """Established TCP connections whose local port is ``port`` (the server's side)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            count += int(local.rsplit(":", 1)[1], 16) == port and state == "01"
+    return count
+
+
+def test_each_target_has_a_connection_of_its_own(fabric: Fabric) -> None:
+    """Targets behind one address (a proxy, the twin) do not share an HTTP/2
+    connection's flow control, nor its loss."""
+    port = int(fabric.target.address.rsplit(":", 1)[1])
+    devices = ("leaf-0", "leaf-1", "spine-0")
+    endpoints = [GnmiEndpoint(device=d, address=fabric.target.address, sample_interval_s=1)
+                 for d in devices]
+    collector, sink = _collector(endpoints)
+    collector.start()
+    try:
+        _wait(lambda: {f.device for f in list(sink.frames)} == set(devices))
+        connections = _connections_to(port)
+    finally:
+        collector.stop()
+    assert connections == len(devices)
+
+
 def test_collectors_started_and_stopped_in_turn_report_nothing_of_grpc(
         fabric: Fabric, caplog: pytest.LogCaptureFixture) -> None:
     """Each collector runs its own loop; grpc serves them all from one completion
