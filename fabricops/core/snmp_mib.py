@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
+from functools import lru_cache
 from typing import Final
 
 Oid = tuple[int, ...]
@@ -262,8 +263,10 @@ def ber_tlv(tag: int, content: bytes) -> bytes:
     return bytes((tag, 0x80 | len(size))) + size + content
 
 
+@lru_cache(maxsize=1 << 16)
 def ber_oid(oid: Oid) -> bytes:
-    """BER encoding of an OBJECT IDENTIFIER."""
+    """BER encoding of an OBJECT IDENTIFIER (a tuple). Remembered: every switch of a
+    fabric has the same instances, and a poller asks for the same columns each time."""
     out = bytearray()
     for s in (oid[0] * 40 + oid[1], *oid[2:]):
         chunk = [s & 0x7F]
