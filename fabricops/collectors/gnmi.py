@@ -379,4 +379,3 @@ def _kind(exc: Any, delivered: bool) -> str:
     if code == "UNAVAILABLE" and not delivered:
         return "unreachable"
     return "stream"
-

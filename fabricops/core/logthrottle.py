@@ -151,7 +151,7 @@ class OutageLines:
     ("unavailable", "back") in each ``interval_s`` as they come; the rest are
     held and summed up in one line when the interval ends (``schedule`` runs
     that later, on a timer thread by default): "SNMP targets: 1,019 more
-    unavailable in the last 10 s (e.g. leaf-7, leaf-9, spine-3)". ``flush``
+    unavailable in the last 10 s (leaf-7, leaf-9, spine-3 and 1,016 more)". ``flush``
     writes what is held at once (call it when the collector stops).
     """
 
