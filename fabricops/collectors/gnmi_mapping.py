@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fabricops.collectors.gnmi_dialects import resolver_of
 from fabricops.collectors.gnmi_dialects.rules import (
@@ -45,9 +46,11 @@ from fabricops.collectors.gnmi_values import (
 )
 from fabricops.core.catalogue import CATALOGUE, Metric, MetricKind
 from fabricops.core.frame import Frame, Source
+from fabricops.core.frame_codec import pack_values
 from fabricops.core.openconfig import OcPath, PathElem, format_path
 
 _CACHE_MAX: Final = 1 << 16
+_LAYOUTS_MAX: Final = 256  # notification shapes remembered per device
 _FAST: Final = {MetricKind.COUNTER: "uint_val", MetricKind.GAUGE: "double_val"}
 _TS_LIMIT: Final = 2**63
 NOT_PRESENT: Final = 6
@@ -164,6 +167,7 @@ class NotificationMapper:
         self._json: dict[tuple[str, OcPath], _Leaf] = {}
         self._known: set[str] = set()
         self._paths: dict[tuple[bytes, bytes], OcPath] = {}
+        self._layouts: dict[tuple[tuple[str, int], ...], _Layout] = {}
 
     def map(self, notification: Any, seq: int, received_ns: int) -> MappedNotification:
         """The frame of ``notification`` (a ``gnmi.Notification``) with sequence ``seq``."""
@@ -287,20 +291,48 @@ class NotificationMapper:
         """The frame of the samples within their metric's range, and the others described."""
         if not samples:
             return None, []
-        entities = [e for e, _ in samples]
-        metrics = np.fromiter((m for _, m in samples), dtype=np.uint16, count=len(samples))
+        keys = tuple(samples)
         values = list(samples.values())
-        frame = Frame.build(self.device, ts_ns, Source.GNMI, seq, entities, metrics, values)
+        layout = self._layouts.get(keys)
+        if layout is None:  # a new shape of notification: built and checked once
+            frame = Frame.build(self.device, ts_ns, Source.GNMI, seq, [e for e, _ in keys],
+                                np.fromiter((m for _, m in keys), np.uint16, len(keys)), values)
+            if len(self._layouts) >= _LAYOUTS_MAX:
+                self._layouts.clear()
+            self._layouts[keys] = _Layout(frame.entities, frame.entity_idx, frame.metric,
+                                          CATALOGUE.is_float[frame.metric])
+        else:
+            frame = layout.frame(self.device, ts_ns, seq, values)
         bad = frame.out_of_range()
         if not bad.any():
             return frame, []
-        out = [_out_of_range(entities[i], int(metrics[i]), values[i])
+        out = [_out_of_range(keys[i][0], keys[i][1], values[i])
                for i in np.flatnonzero(bad).tolist()]
         keep = np.flatnonzero(~bad).tolist()
         if not keep:
             return None, out
-        return Frame.build(self.device, ts_ns, Source.GNMI, seq, [entities[i] for i in keep],
-                           metrics[keep], [values[i] for i in keep]), out
+        return Frame.build(self.device, ts_ns, Source.GNMI, seq, [keys[i][0] for i in keep],
+                           frame.metric[keep], [values[i] for i in keep]), out
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """The frame layout of one shape of notification (its samples' entities and metrics
+    in order), checked by ``Frame.build`` once; which samples are gauges."""
+
+    entities: tuple[str, ...]
+    entity_idx: NDArray[np.uint32]
+    metric: NDArray[np.uint16]
+    gauge: NDArray[np.bool_]
+
+    def frame(self, device: str, ts_ns: int, seq: int, values: list[int | float]) -> Frame:
+        """The frame of ``values`` in this layout (values checked as ``Frame.build`` does;
+        ``ts_ns`` and ``seq`` within what a frame takes)."""
+        raw = pack_values(values, self.gauge, f"frame of device {device!r}",
+                          lambda i: CATALOGUE.by_id(int(self.metric[i])).name)
+        raw.flags.writeable = False
+        return Frame.trusted(device, ts_ns, Source.GNMI, seq, self.entities, self.entity_idx,
+                             self.metric, raw)
 
 
 def _out_of_range(entity: str, metric_id: int, value: float) -> str:

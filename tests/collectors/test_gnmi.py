@@ -147,6 +147,36 @@ def test_unknown_paths_and_bad_values_are_counted_and_skipped(
     assert _samples(mapped.frame) == {("leaf-0:eth12", "in_octets"): 1}
 
 
+def _mapped_fields(mapped: Any) -> tuple[Any, ...]:
+    return (mapped.frame, mapped.leaves, mapped.mapped, mapped.unmapped, mapped.bad_values,
+            mapped.problem)
+
+
+@pytest.mark.parametrize("changed", [
+    {},  # the same values again
+    {f"{IF}/counters/in-octets": {"uint_val": 2**64 - 1}},
+    {f"{QUEUE}/instant-queue-len": {"double_val": -0.0}},
+    {f"{OPTIC}/input-power/instant": {"double_val": 1e9}},  # out of range: left out
+    {"/components/component[name=eth12]/state/temperature/instant": {"double_val": 1e6},
+     f"{IF}/oper-status": {"string_val": "UP"}},
+])
+def test_a_shape_seen_before_gives_the_frame_a_first_sight_gives(
+        changed: dict[str, dict[str, Any]]) -> None:
+    """A mapper remembers each shape of notification (its leaves in order) and
+    builds later ones from the checked layout: the frames and counts are those a
+    mapper meeting the notification first gives."""
+    first = [(path, val) for path, val, _, _ in MAPPED]
+    later = [(path, changed.get(path, val)) for path, val in first]
+    seasoned = NotificationMapper("leaf-0")
+    seasoned.map(_note(first), seq=0, received_ns=1)
+    again = seasoned.map(_note(later, ts=TS + 10**9), seq=1, received_ns=1)
+    fresh = NotificationMapper("leaf-0").map(_note(later, ts=TS + 10**9), seq=1, received_ns=1)
+    assert _mapped_fields(again) == _mapped_fields(fresh)
+    assert again.frame is not None
+    assert again.frame.ts_ns == TS + 10**9
+    assert not again.frame.raw.flags.writeable
+
+
 def test_prefix_paths_and_missing_timestamps() -> None:
     note = _note([("counters/in-octets", {"uint_val": 10}), ("oper-status", {"string_val": "UP"})],
                  prefix=IF, ts=0)
