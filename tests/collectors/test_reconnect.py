@@ -191,7 +191,15 @@ def _gnmi_outage(fabric: Fabric, caplog: pytest.LogCaptureFixture) -> None:
     assert sum("back after" in line for line in lines) == 1, lines
 
 
-def _outage_lines(caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
+def _lines_until(collector: SnmpPoller | GnmiCollector, down: Callable[[], bool],
+                 caplog: pytest.LogCaptureFixture, logger: str) -> list[str]:
+    """Run ``collector`` until ``down()``; what ``logger`` said meanwhile and as it stopped."""
+    with caplog.at_level(logging.WARNING, logger=logger):
+        collector.start()
+        try:
+            _wait(down, 30)
+        finally:
+            collector.stop()
     return [r.getMessage() for r in caplog.records if r.name == logger]
 
 
@@ -203,13 +211,9 @@ def test_forty_snmp_targets_down_at_once_make_six_lines(
     targets = tuple(_target(relay, device=f"leaf-{n}") for n in range(40))
     poller = SnmpPoller(SnmpPollerConfig(targets=targets, down_probe_interval_s=0.5),
                         ListSink())
-    with caplog.at_level(logging.WARNING, logger="fabricops.collectors.snmp"):
-        poller.start()
-        try:
-            _wait(lambda: not any(s.up or s.polls == 0 for s in poller.status().values()), 30)
-        finally:
-            poller.stop()
-    lines = _outage_lines(caplog, "fabricops.collectors.snmp")
+    lines = _lines_until(
+        poller, lambda: not any(s.up or s.polls == 0 for s in poller.status().values()),
+        caplog, "fabricops.collectors.snmp")
     assert sum(" unavailable: " in line for line in lines) == 5, lines
     [summary] = [line for line in lines if line.startswith("SNMP targets: ")]
     assert summary.startswith("SNMP targets: 35 more unavailable in the last 10 s (leaf-")
@@ -225,13 +229,8 @@ def test_twelve_gnmi_targets_refused_at_once_make_six_lines(
     endpoints = tuple(GnmiEndpoint(device=f"spine-{n}", address=address) for n in range(12))
     collector = GnmiCollector(GnmiCollectorConfig(targets=endpoints), ListSink(),
                               registry=CollectorRegistry())
-    with caplog.at_level(logging.WARNING, logger="fabricops.collectors.gnmi"):
-        collector.start()
-        try:
-            _wait(lambda: all(s.last_error for s in collector.status().values()), 30)
-        finally:
-            collector.stop()
-    lines = _outage_lines(caplog, "fabricops.collectors.gnmi")
+    lines = _lines_until(collector, lambda: all(s.last_error for s in collector.status().values()),
+                         caplog, "fabricops.collectors.gnmi")
     assert sum(" unavailable: " in line for line in lines) == 5, lines
     [summary] = [line for line in lines if line.startswith("gNMI targets: ")]
     assert summary.startswith("gNMI targets: 7 more unavailable in the last 10 s (spine-")

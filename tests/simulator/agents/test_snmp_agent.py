@@ -16,8 +16,8 @@ from pyasn1.codec.ber.decoder import decode as ber_decode
 from pyasn1.codec.ber.encoder import encode as ber_encode
 from pyasn1.type import univ
 from pysnmp.proto import rfc1902
-from pysnmp.proto.api import v2c
 
+from fabricops.collectors.snmp_pdu import GETNEXT, V2C, encode_request
 from fabricops.core import snmp_entity_mib as ent
 from fabricops.core import snmp_mib as mib
 from fabricops.simulator.agents.board import FrameBoard
@@ -261,17 +261,6 @@ def test_instances_are_sorted_and_encoded_as_ber() -> None:
     assert mib.ber_value(mib.Syntax.OCTETS, long_text) == ber_encode(univ.OctetString(long_text))
 
 
-def _get_request(community: str) -> bytes:
-    pdu = v2c.GetRequestPDU()
-    v2c.apiPDU.set_defaults(pdu)
-    v2c.apiPDU.set_varbinds(pdu, [((1, 3, 6, 1, 2, 1, 1, 1, 0), v2c.null)])
-    message = v2c.Message()
-    v2c.apiMessage.set_defaults(message)
-    v2c.apiMessage.set_community(message, community)
-    v2c.apiMessage.set_pdu(message, pdu)
-    return bytes(ber_encode(message))
-
-
 def test_requests_arriving_as_the_agent_stops_are_dropped_quietly(
         caplog: pytest.LogCaptureFixture) -> None:
     """A request queued when the agent stops finds no engine; that says nothing (a
@@ -279,7 +268,7 @@ def test_requests_arriving_as_the_agent_stops_are_dropped_quietly(
     sim, board = small_sim(), FrameBoard()
     sim.step()
     board.publish(sim.frames())
-    request = _get_request("leaf-0")
+    request = encode_request(V2C, b"leaf-0", 1, [mib.SYS_NAME.oid], pdu=GETNEXT)
     with caplog.at_level(logging.ERROR, logger="asyncio"):
         for _ in range(5):
             agent = SnmpAgent(SnmpAgentConfig(), board, _switch_ids(board))
