@@ -182,7 +182,7 @@ class SnmpAgent:
             loop.set_exception_handler(_drop_late_requests)
             transport = snmp_config.get_transport(self._engine, udp.DOMAIN_NAME)
             if transport is not None:
-                transport.close_transport()  # before the engine, so no late request reaches it
+                transport.close_transport()  # first: no new request (queued ones: dropped)
             self._engine.close_dispatcher()
             loop.run_until_complete(asyncio.sleep(0))
             loop.close()
