@@ -38,7 +38,13 @@ import numpy as np
 
 from fabricops.core import heap
 from fabricops.core.topology import Topology
-from fabricops.simulator.builders import build, fat_tree, leaf_spine, rail_optimized
+from fabricops.simulator.builders import (
+    BuilderError,
+    build,
+    fat_tree,
+    leaf_spine,
+    rail_optimized,
+)
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.scenario import build_simulator, load_preset
 from fabricops.simulator.workload import JobSpec
@@ -59,12 +65,16 @@ def measure(name: str, make: Callable[[], Topology], hosts: int, ticks: int) -> 
     return timed(name, sim, time.perf_counter() - t0, ticks)
 
 
+def _kind_params(spec: str) -> tuple[str, dict[str, int | float]]:
+    kind, _, rest = spec.partition(":")
+    return kind, {k: float(v) if "." in v else int(v)
+                  for k, v in (p.split("=", 1) for p in rest.split(",") if p)}
+
+
 def measure_shape(spec: str, ticks: int) -> Simulator:
     """``KIND:KEY=VALUE,...``: the builder ``KIND`` with integer or float parameters,
     a job on every host."""
-    kind, _, rest = spec.partition(":")
-    params = {k: float(v) if "." in v else int(v)
-              for k, v in (p.split("=", 1) for p in rest.split(",") if p)}
+    kind, params = _kind_params(spec)
     topo = build(kind, **params)
     hosts = sum(1 for n in topo.nodes if n.is_host)
     return measure(spec, lambda: topo, hosts, ticks)
@@ -149,6 +159,12 @@ def main() -> None:
     parser.add_argument("--skip-default", action="store_true",
                         help="only the presets and shapes, not the three default fabrics")
     args = parser.parse_args()
+    for spec in args.shape:  # a shape the builder refuses: its one-line reason, first
+        try:
+            kind, params = _kind_params(spec)
+            build(kind, **params)
+        except (BuilderError, ValueError) as exc:
+            parser.error(f"--shape {spec}: {exc}")
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
     print(f"1 s ticks, {args.ticks} ticks each, pinned to one core")

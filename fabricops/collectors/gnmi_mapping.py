@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, NamedTuple
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fabricops.collectors.gnmi_dialects import resolver_of
 from fabricops.collectors.gnmi_dialects.rules import (
@@ -36,6 +35,7 @@ from fabricops.collectors.gnmi_dialects.rules import (
     Unsupported,
     ValueMap,
 )
+from fabricops.collectors.gnmi_layout import Layout
 from fabricops.collectors.gnmi_values import (
     SCALAR_KINDS,
     BadEncodingError,
@@ -46,7 +46,6 @@ from fabricops.collectors.gnmi_values import (
 )
 from fabricops.core.catalogue import CATALOGUE, Metric, MetricKind
 from fabricops.core.frame import Frame, Source
-from fabricops.core.frame_codec import pack_values
 from fabricops.core.openconfig import OcPath, PathElem, format_path
 
 _CACHE_MAX: Final = 1 << 16
@@ -95,9 +94,10 @@ class MappedNotification:
 class _Hit(NamedTuple):
     entity: str
     metric_id: int
-    fast: str | None
+    fast: str | None  # the TypedValue field read as is (no value map, the usual type)
     metric: Metric
     value_map: ValueMap | None
+    key: tuple[str, int]  # (entity, metric_id): the sample's key in a notification
 
 
 class _Miss(NamedTuple):
@@ -167,7 +167,7 @@ class NotificationMapper:
         self._json: dict[tuple[str, OcPath], _Leaf] = {}
         self._known: set[str] = set()
         self._paths: dict[tuple[bytes, bytes], OcPath] = {}
-        self._layouts: dict[tuple[tuple[str, int], ...], _Layout] = {}
+        self._layouts: dict[tuple[tuple[str, int], ...], Layout] = {}
 
     def map(self, notification: Any, seq: int, received_ns: int) -> MappedNotification:
         """The frame of ``notification`` (a ``gnmi.Notification``) with sequence ``seq``."""
@@ -177,14 +177,24 @@ class NotificationMapper:
         prefix_path = self._oc_path(prefix_key, b"", prefix, None)
         acc = _Accumulator()
         gone, deleted_leaves = self._deletes(notification.delete, prefix_path, acc)
+        samples, proto, known = acc.samples, self._proto, self._known
+        room = len(known) < _CACHE_MAX
+        fast = 0
         for update in notification.update:
             path, val = update.path, update.val
             kind = val.WhichOneof("value")
             path_key = path.SerializeToString()
             if kind in SCALAR_KINDS or kind is None:
                 key = (prefix_key, path_key)
-                leaf = self._proto.get(key) or self._cache(
-                    self._proto, key, prefix_path + oc_path(path), path.origin or origin)
+                leaf = proto.get(key) or self._cache(
+                    proto, key, prefix_path + oc_path(path), path.origin or origin)
+                if leaf.__class__ is _Hit and kind == leaf.fast:
+                    # the usual leaf, as _take takes it, without a call
+                    samples[leaf.key] = getattr(val, kind)
+                    fast += 1
+                    if room:
+                        known.add(leaf.entity)
+                    continue
                 self._take(leaf, val, kind, acc)
                 continue
             full = self._oc_path(prefix_key, path_key, path, prefix_path)
@@ -200,6 +210,8 @@ class NotificationMapper:
                 jkey = (where, leaf_path)
                 leaf = self._json.get(jkey) or self._cache(self._json, jkey, leaf_path, where)
                 self._take(leaf, raw, None, acc)
+        acc.leaves += fast
+        acc.decoded += fast
         ts_ns = int(notification.timestamp)
         common: dict[str, Any] = {
             "leaves": acc.leaves, "bad_encodings": acc.bad_encodings,
@@ -255,7 +267,7 @@ class NotificationMapper:
                 acc.unmapped_paths[leaf.label] = acc.unmapped_paths.get(leaf.label, 0) + 1
                 acc.note(leaf.description)
             return
-        key = (leaf.entity, leaf.metric_id)
+        key = leaf.key
         if kind is not None and kind == leaf.fast:
             acc.samples[key] = getattr(raw, kind)
         else:
@@ -274,8 +286,9 @@ class NotificationMapper:
         leaf: _Leaf
         if isinstance(found, LeafTarget):
             fast = None if found.value_map is not None else _FAST.get(found.metric.kind)
-            leaf = _Hit(f"{self.device}:{found.interface}", found.metric.id, fast,
-                        found.metric, found.value_map)
+            entity = f"{self.device}:{found.interface}"
+            leaf = _Hit(entity, found.metric.id, fast, found.metric, found.value_map,
+                        (entity, found.metric.id))
         elif isinstance(found, Unsupported):
             leaf = _Miss(True, found.name, found.reason)
         else:
@@ -299,40 +312,20 @@ class NotificationMapper:
                                 np.fromiter((m for _, m in keys), np.uint16, len(keys)), values)
             if len(self._layouts) >= _LAYOUTS_MAX:
                 self._layouts.clear()
-            self._layouts[keys] = _Layout(frame.entities, frame.entity_idx, frame.metric,
-                                          CATALOGUE.is_float[frame.metric])
+            self._layouts[keys] = Layout(frame)
+            bad = np.flatnonzero(frame.out_of_range()).tolist()
         else:
             frame = layout.frame(self.device, ts_ns, seq, values)
-        bad = frame.out_of_range()
-        if not bad.any():
+            bad = layout.out_of_range(values)
+        if not bad:
             return frame, []
-        out = [_out_of_range(keys[i][0], keys[i][1], values[i])
-               for i in np.flatnonzero(bad).tolist()]
-        keep = np.flatnonzero(~bad).tolist()
+        out = [_out_of_range(keys[i][0], keys[i][1], values[i]) for i in bad]
+        dropped = set(bad)
+        keep = [i for i in range(len(keys)) if i not in dropped]
         if not keep:
             return None, out
         return Frame.build(self.device, ts_ns, Source.GNMI, seq, [keys[i][0] for i in keep],
                            frame.metric[keep], [values[i] for i in keep]), out
-
-
-@dataclass(frozen=True)
-class _Layout:
-    """The frame layout of one shape of notification (its samples' entities and metrics
-    in order), checked by ``Frame.build`` once; which samples are gauges."""
-
-    entities: tuple[str, ...]
-    entity_idx: NDArray[np.uint32]
-    metric: NDArray[np.uint16]
-    gauge: NDArray[np.bool_]
-
-    def frame(self, device: str, ts_ns: int, seq: int, values: list[int | float]) -> Frame:
-        """The frame of ``values`` in this layout (values checked as ``Frame.build`` does;
-        ``ts_ns`` and ``seq`` within what a frame takes)."""
-        raw = pack_values(values, self.gauge, f"frame of device {device!r}",
-                          lambda i: CATALOGUE.by_id(int(self.metric[i])).name)
-        raw.flags.writeable = False
-        return Frame.trusted(device, ts_ns, Source.GNMI, seq, self.entities, self.entity_idx,
-                             self.metric, raw)
 
 
 def _out_of_range(entity: str, metric_id: int, value: float) -> str:
