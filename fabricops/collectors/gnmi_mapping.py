@@ -270,6 +270,9 @@ class NotificationMapper:
         key = leaf.key
         if kind is not None and kind == leaf.fast:
             acc.samples[key] = getattr(raw, kind)
+        elif kind is None and leaf.fast is not None and \
+                (number := _json_number(raw, leaf.fast)) is not None:
+            acc.samples[key] = number
         else:
             try:
                 acc.samples[key] = read_value(raw, leaf.metric, leaf.value_map)
@@ -326,6 +329,24 @@ class NotificationMapper:
             return None, out
         return Frame.build(self.device, ts_ns, Source.GNMI, seq, [keys[i][0] for i in keep],
                            frame.metric[keep], [values[i] for i in keep]), out
+
+
+def _json_number(raw: Any, fast: str) -> int | float | None:
+    """A JSON leaf's value in its usual form, as ``read_value`` reads it: a counter as a
+    string of up to 19 digits (RFC 7951 writes 64-bit integers as strings) or a JSON
+    integer in range, a gauge as a number or a numeric string; None for anything else
+    (``read_value`` then decides, and names what is wrong)."""
+    kind = type(raw)
+    if fast == "uint_val":
+        if kind is str and len(raw) < 20 and raw.isascii() and raw.isdigit():
+            return int(raw)
+        return raw if kind is int and 0 <= raw < 2**64 else None
+    if kind is float or kind is int or kind is str:
+        try:
+            return float(raw)
+        except (ValueError, OverflowError):  # an int no float holds, a word
+            return None
+    return None
 
 
 def _out_of_range(entity: str, metric_id: int, value: float) -> str:
