@@ -30,6 +30,7 @@ from fabricops.core.openconfig import OcPath, PathElem, bare_name, parse_path
 
 MAX_DEPTH: Final = 32
 MAX_LEAVES: Final = 100_000
+_PATHS_MAX: Final = 4096  # update paths whose list-ness ListKeys remembers
 MAX_DECIMAL_PRECISION: Final = 18  # gNMI Decimal64: "precision MUST NOT exceed 18"
 SCALAR_KINDS: Final = frozenset({"uint_val", "int_val", "double_val", "float_val", "string_val",
                                  "ascii_val", "decimal_val", "bool_val"})
@@ -51,6 +52,7 @@ class ListKeys:
 
     def __init__(self, patterns: Iterable[str]) -> None:
         self._keys: dict[str, tuple[str, ...]] = {}
+        self._at: dict[OcPath, bool] = {}
         for text in patterns:
             names: list[str] = []
             for elem in parse_path(text):
@@ -68,6 +70,15 @@ class ListKeys:
 
     def is_list(self, schema: str) -> bool:
         return schema in self._keys
+
+    def is_list_at(self, path: OcPath) -> bool:
+        """``is_list`` of ``path``'s schema, remembered per path (updates repeat theirs)."""
+        found = self._at.get(path)
+        if found is None:
+            if len(self._at) >= _PATHS_MAX:
+                self._at.clear()
+            found = self._at[path] = _schema(path) in self._keys
+        return found
 
 
 def _schema(path: OcPath) -> str:
@@ -87,7 +98,7 @@ def unpack(path: OcPath, value: Any, keys: ListKeys) -> list[tuple[OcPath, Any]]
         raise BadEncodingError(f"{kind} is not JSON: {exc}"[:120]) from None
     out: list[tuple[OcPath, Any]] = []
     last = path[-1] if path else None
-    if last is not None and not last.keys and keys.is_list(_schema(path)):
+    if last is not None and not last.keys and keys.is_list_at(path):
         entries = doc if isinstance(doc, list) else [doc]
         _entries(path[:-1], last.name, entries, keys, out, 0)
     else:
