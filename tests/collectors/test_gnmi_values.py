@@ -158,3 +158,20 @@ def test_any_value_maps_or_is_counted_and_frames_hold_plausible_readings(
         assert 0 <= mapped.frame.ts_ns < 2**63
         decoded = Frame.decode(mapped.frame.encode())
         assert np.array_equal(decoded.raw, mapped.frame.raw)
+
+
+def test_list_keys_remember_which_update_paths_name_lists() -> None:
+    """``is_list_at`` answers as the schema lookup does, asked once or many times, and
+    keeps a bounded memory of the paths it was asked about."""
+    from fabricops.collectors import gnmi_values
+
+    keys = gnmi_values.ListKeys(["/interfaces/interface[name=*]/state/counters/in-octets"])
+    paths = ["/interfaces/interface", "/openconfig-interfaces:interfaces/interface",
+             "/interfaces/interface[name=Ethernet1]/state", "/interfaces", "/qos/interfaces"]
+    for _ in range(2):
+        assert [keys.is_list_at(parse_path(p)) for p in paths] == [True, True, False, False,
+                                                                   False]
+    for i in range(gnmi_values._PATHS_MAX + 10):
+        keys.is_list_at(parse_path(f"/components/component[name=c{i}]/state"))
+    assert len(keys._at) <= gnmi_values._PATHS_MAX
+    assert keys.is_list_at(parse_path("/interfaces/interface"))
