@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fabricops.collectors.gnmi_layout import Layout
 from fabricops.core.catalogue import CATALOGUE
@@ -63,3 +65,28 @@ def test_a_layout_refuses_what_frame_build_refuses_with_its_message(values: list
 def test_counters_without_a_narrower_range_are_not_checked_again() -> None:
     checked = {METRICS[i] for i, *_ in LAYOUT.checks}
     assert checked == set(METRICS) - {"in_octets"}
+
+
+_ANY_VALUE = st.one_of(
+    st.integers(min_value=-(2**70), max_value=2**70), st.floats(), st.booleans(),
+    st.sampled_from([2**64 - 1, 2**64, -1, 0, 1, 10**400, 2**53 + 1, 2.0, math.inf, -math.inf,
+                     math.nan]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ANY_VALUE, min_size=len(METRICS), max_size=len(METRICS)))
+def test_any_values_give_what_frame_build_gives(values: list[Any]) -> None:
+    """For any values a leaf may carry, a layout's frame, flags and refusals are those
+    of ``Frame.build`` and ``Catalogue.out_of_range``."""
+    refused = []
+    try:
+        built = _built(values)
+    except FrameError as exc:
+        refused.append(str(exc))
+    if refused:
+        with pytest.raises(FrameError) as again:
+            LAYOUT.frame("sw", TS, 7, values)
+        assert str(again.value) == refused[0]
+        return
+    assert LAYOUT.frame("sw", TS, 7, values) == built
+    assert LAYOUT.out_of_range(values) == np.flatnonzero(built.out_of_range()).tolist()
