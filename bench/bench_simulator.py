@@ -73,7 +73,7 @@ def _kind_params(spec: str) -> tuple[str, dict[str, int | float]]:
 
 def measure_shape(spec: str, ticks: int) -> Simulator:
     """``KIND:KEY=VALUE,...``: the builder ``KIND`` with integer or float parameters,
-    a job on every host."""
+    a job on every host; BuilderError for a shape the builder refuses."""
     kind, params = _kind_params(spec)
     topo = build(kind, **params)
     hosts = sum(1 for n in topo.nodes if n.is_host)
@@ -159,11 +159,10 @@ def main() -> None:
     parser.add_argument("--skip-default", action="store_true",
                         help="only the presets and shapes, not the three default fabrics")
     args = parser.parse_args()
-    for spec in args.shape:  # a shape the builder refuses: its one-line reason, first
+    for spec in args.shape:  # a spec that does not parse: its one-line reason, first
         try:
-            kind, params = _kind_params(spec)
-            build(kind, **params)
-        except (BuilderError, ValueError) as exc:
+            _kind_params(spec)
+        except ValueError as exc:
             parser.error(f"--shape {spec}: {exc}")
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[0]})
@@ -171,7 +170,11 @@ def main() -> None:
     for name, (make, hosts) in ({} if args.skip_default else FABRICS).items():
         link_change(name, measure(name, make, hosts, args.ticks), args.changes)
     for spec in args.shape:
-        link_change(spec, measure_shape(spec, args.ticks), args.changes)
+        try:
+            sim = measure_shape(spec, args.ticks)
+        except BuilderError as exc:  # a shape the builder refuses: its one-line reason
+            parser.error(f"--shape {spec}: {exc}")
+        link_change(spec, sim, args.changes)
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
         print(f"  peak resident memory so far: {peak:.2f} GB")
     for preset in args.preset:

@@ -25,7 +25,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import NDArray
 
-from fabricops.core.catalogue import CATALOGUE, Catalogue
+from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame, Source
 from fabricops.core.frame_codec import pack_values
 
@@ -39,16 +39,16 @@ class Layout:
 
     __slots__ = ("checks", "entities", "entity_idx", "gauge", "metric", "packer")
 
-    def __init__(self, frame: Frame, catalogue: Catalogue = CATALOGUE) -> None:
+    def __init__(self, frame: Frame) -> None:
         """The layout of ``frame``, which ``Frame.build`` made (so its layout is checked)."""
         self.entities, self.entity_idx, self.metric = frame.entities, frame.entity_idx, \
             frame.metric
         ids = frame.metric.astype(np.int64)
-        inside = ids <= catalogue.max_id
+        inside = ids <= CATALOGUE.max_id
         safe = np.where(inside, ids, 0)
-        self.gauge: NDArray[np.bool_] = catalogue.is_float[safe] & inside
-        low, high = catalogue.valid_bounds[safe, 0], catalogue.valid_bounds[safe, 1]
-        needed = inside & catalogue.is_known[safe] & (
+        self.gauge: NDArray[np.bool_] = CATALOGUE.is_float[safe] & inside
+        low, high = CATALOGUE.valid_bounds[safe, 0], CATALOGUE.valid_bounds[safe, 1]
+        needed = inside & CATALOGUE.is_known[safe] & (
             self.gauge | (low > 0) | (high < _U64_TOP))
         self.checks: tuple[tuple[int, float, float, bool], ...] = tuple(
             (i, float(low[i]), float(high[i]), bool(self.gauge[i]))

@@ -43,6 +43,7 @@ from fabricops.collectors.gnmi_values import (
     ListKeys,
     read_value,
     unpack,
+    usual_json_number,
 )
 from fabricops.core.catalogue import CATALOGUE, Metric, MetricKind
 from fabricops.core.frame import Frame, Source
@@ -268,10 +269,9 @@ class NotificationMapper:
                 acc.note(leaf.description)
             return
         key = leaf.key
-        if kind is not None and kind == leaf.fast:
-            acc.samples[key] = getattr(raw, kind)
-        elif kind is None and leaf.fast is not None and \
-                (number := _json_number(raw, leaf.fast)) is not None:
+        # a scalar leaf read as is was taken in ``map``; here: JSON leaves, other types
+        if kind is None and leaf.fast is not None and \
+                (number := usual_json_number(raw, leaf.fast)) is not None:
             acc.samples[key] = number
         else:
             try:
@@ -315,11 +315,10 @@ class NotificationMapper:
                                 np.fromiter((m for _, m in keys), np.uint16, len(keys)), values)
             if len(self._layouts) >= _LAYOUTS_MAX:
                 self._layouts.clear()
-            self._layouts[keys] = Layout(frame)
-            bad = np.flatnonzero(frame.out_of_range()).tolist()
+            layout = self._layouts[keys] = Layout(frame)
         else:
             frame = layout.frame(self.device, ts_ns, seq, values)
-            bad = layout.out_of_range(values)
+        bad = layout.out_of_range(values)
         if not bad:
             return frame, []
         out = [_out_of_range(keys[i][0], keys[i][1], values[i]) for i in bad]
@@ -329,24 +328,6 @@ class NotificationMapper:
             return None, out
         return Frame.build(self.device, ts_ns, Source.GNMI, seq, [keys[i][0] for i in keep],
                            frame.metric[keep], [values[i] for i in keep]), out
-
-
-def _json_number(raw: Any, fast: str) -> int | float | None:
-    """A JSON leaf's value in its usual form, as ``read_value`` reads it: a counter as a
-    string of up to 19 digits (RFC 7951 writes 64-bit integers as strings) or a JSON
-    integer in range, a gauge as a number or a numeric string; None for anything else
-    (``read_value`` then decides, and names what is wrong)."""
-    kind = type(raw)
-    if fast == "uint_val":
-        if kind is str and len(raw) < 20 and raw.isascii() and raw.isdigit():
-            return int(raw)
-        return raw if kind is int and 0 <= raw < 2**64 else None
-    if kind is float or kind is int or kind is str:
-        try:
-            return float(raw)
-        except (ValueError, OverflowError):  # an int no float holds, a word
-            return None
-    return None
 
 
 def _out_of_range(entity: str, metric_id: int, value: float) -> str:

@@ -15,7 +15,9 @@ states as int, gauges as float; PROTO scalars of any numeric kind, decimal64
 (``digits * 10**-precision``, precision at most 18, per the gNMI
 specification), ASCII and strings holding numbers, and state names through
 the rule's state table. Anything else raises ``BadValueError`` naming the
-metric; a value that cannot be unpacked raises ``BadEncodingError``. Pure.
+metric; a value that cannot be unpacked raises ``BadEncodingError``.
+``usual_json_number`` reads the usual JSON forms to the same number without
+the checks (None for the rest). Pure.
 """
 
 from __future__ import annotations
@@ -175,6 +177,26 @@ def read_value(raw: Any, metric: Metric, value_map: ValueMap | None) -> int | fl
     if value_map is not None and value_map.scale != 1.0:
         return float(number) * value_map.scale
     return number
+
+
+def usual_json_number(raw: Any, fast: str) -> int | float | None:
+    """A JSON leaf's value in its usual form, as ``read_value`` reads it for a metric
+    without a value map (``fast``: ``"uint_val"`` for a counter, else a gauge), without
+    its checks: a counter as a string of up to 19 digits (RFC 7951 writes 64-bit
+    integers as strings) or a JSON integer in range, a gauge as a number or a numeric
+    string; None for anything else (``read_value`` then decides, and names what is
+    wrong)."""
+    kind = type(raw)
+    if fast == "uint_val":
+        if kind is str and len(raw) < 20 and raw.isascii() and raw.isdigit():
+            return int(raw)
+        return raw if kind is int and 0 <= raw < 2**64 else None
+    if kind is float or kind is int or kind is str:
+        try:
+            return float(raw)
+        except (ValueError, OverflowError):  # an int no float holds, a word
+            return None
+    return None
 
 
 def _number(raw: Any, metric: Metric) -> int | float:

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from fabricops.collectors.gnmi_mapping import _json_number
-from fabricops.collectors.gnmi_values import BadValueError, read_value
+from fabricops.collectors.gnmi_values import BadValueError, read_value, usual_json_number
 from fabricops.core.catalogue import CATALOGUE
 
 RAWS: list[Any] = [
@@ -29,7 +28,7 @@ def _same(a: float, b: float) -> bool:
                                             ("rx_power_dbm", "double_val")])
 @pytest.mark.parametrize("raw", RAWS, ids=repr)
 def test_a_json_leaf_reads_as_read_value_reads_it(metric: str, fast: str, raw: Any) -> None:
-    number = _json_number(raw, fast)
+    number = usual_json_number(raw, fast)
     try:
         expected = read_value(raw, CATALOGUE.by_name(metric), None)
     except BadValueError:
@@ -39,11 +38,11 @@ def test_a_json_leaf_reads_as_read_value_reads_it(metric: str, fast: str, raw: A
 
 
 def test_the_usual_forms_take_the_short_way() -> None:
-    assert _json_number("18446744073709551615"[:19], "uint_val") == 1844674407370955161
-    assert _json_number(7, "uint_val") == 7
-    assert _json_number("-2.31", "double_val") == -2.31
-    assert _json_number(41, "double_val") == 41.0
+    assert usual_json_number("18446744073709551615"[:19], "uint_val") == 1844674407370955161
+    assert usual_json_number(7, "uint_val") == 7
+    assert usual_json_number("-2.31", "double_val") == -2.31
+    assert usual_json_number(41, "double_val") == 41.0
     # left to read_value: a 20-digit string, a bool, a float counter
-    assert _json_number("18446744073709551615", "uint_val") is None
-    assert _json_number(True, "uint_val") is None
-    assert _json_number(5.0, "uint_val") is None
+    assert usual_json_number("18446744073709551615", "uint_val") is None
+    assert usual_json_number(True, "uint_val") is None
+    assert usual_json_number(5.0, "uint_val") is None
