@@ -48,6 +48,10 @@ class SimulatedFabricConfig(BaseModel):
     gnmi: GnmiTargetConfig = Field(default_factory=GnmiTargetConfig)
     int_exporter: IntExporterConfig = Field(default_factory=IntExporterConfig)
     snmp_interval_s: float = Field(default=10.0, gt=0, description="In the inventory it offers")
+    snmp_timeout_s: float = Field(
+        default=5.0, gt=0, le=60,
+        description="Per request try, in the inventory it offers: the twin's agent answers "
+                    "from this process, so a busy machine delays it more than a switch")
     gnmi_interval_s: float = Field(default=1.0, gt=0, description="In the inventory it offers")
     host_telemetry: bool = Field(
         default=False, description="Also serve every host's NIC counters over gNMI (target = "
@@ -120,7 +124,8 @@ class SimulatedFabric:
         snmp_at = f"{cfg.snmp.host}:{self.snmp.port}"
         targets = [Target(device=s, protocol="snmp", address=snmp_at,
                           interval_s=cfg.snmp_interval_s,
-                          snmp=SnmpCredentials(version="v2c", community=s))
+                          snmp=SnmpCredentials(version="v2c", community=s,
+                                               timeout_s=cfg.snmp_timeout_s))
                    for s in self.switches]
         targets += [Target(device=s, protocol="gnmi", address=self.gnmi.address,
                            interval_s=cfg.gnmi_interval_s, gnmi=GnmiCredentials(target=s))
