@@ -23,7 +23,7 @@ from numpy.typing import NDArray
 from fabricops.core.catalogue import CATALOGUE, MetricKind
 from fabricops.core.frame import Frame
 from fabricops.pipeline.events import EventRules
-from fabricops.pipeline.stream_bank import COLUMNS, StepResult, StreamBank
+from fabricops.pipeline.stream_bank import COLUMNS, PACKED, StepResult, StreamBank
 
 _KIND = np.zeros(CATALOGUE.max_id + 1, dtype=np.uint8)  # 0 counter, 1 gauge, 2 state
 for _m in CATALOGUE.metrics:
@@ -151,23 +151,17 @@ class _Layout:
     """What a stream works out once per frame layout: each sample's slot; which
     samples are counters (only they have rates), states, under a threshold rule
     (with where their value comes from) or watched for anomalies; and the slots
-    of each."""
+    of each.
+
+    All of it is one int64 array, ``packed``, laid out as ``stream_bank.PACKED``:
+    its fields in that order, each as long as ``counts`` says (samples, counters,
+    states, ruled samples, watched counters); flags are 0/1 and limits float64
+    bits. A bank joins the layouts of many frames with one concatenation."""
 
     key: tuple[tuple[str, ...], bytes, bytes]
     arrays: tuple[NDArray[np.uint32], NDArray[np.uint16]]  # the last frame's columns
-    slots: NDArray[np.int64]
-    counters: NDArray[np.intp]
-    counter_slots: NDArray[np.int64]
-    watch: NDArray[np.intp]  # the counter samples watched for anomalies (positions)
-    watch_slots: NDArray[np.int64]
-    states: NDArray[np.intp]
-    state_slots: NDArray[np.int64]
-    ruled: NDArray[np.intp]
-    ruled_slots: NDArray[np.int64]
-    ruled_gauge: NDArray[np.bool_]
-    ruled_rate: NDArray[np.intp]  # position among the counters, or -1 (no rate)
-    limit: NDArray[np.float64]
-    below: NDArray[np.bool_]
+    packed: NDArray[np.int64]
+    counts: tuple[int, int, int, int, int]
 
     @classmethod
     def of(cls, key: tuple[tuple[str, ...], bytes, bytes], slots: NDArray[np.int64],
@@ -176,10 +170,18 @@ class _Layout:
         kind = _KIND[metric]
         counters, states = np.flatnonzero(kind == 0), np.flatnonzero(kind == 2)
         ruled = np.flatnonzero(~np.isnan(rules.limit[metric]))
-        position = np.full(len(metric), -1, np.intp)
+        position = np.full(len(metric), -1, np.int64)  # among the counters
         position[counters] = np.arange(len(counters))
         watch = np.flatnonzero(rules.anomaly[metric[counters]])
-        return cls(key, (frame.entity_idx, metric), slots, counters, slots[counters],
-                   watch, slots[counters[watch]], states, slots[states], ruled,
-                   slots[ruled], kind[ruled] == 1, position[ruled],
-                   rules.limit[metric[ruled]], rules.below[metric[ruled]])
+        fields = {
+            "slots": slots, "counters": counters, "counter_slots": slots[counters],
+            "states": states, "state_slots": slots[states], "ruled": ruled,
+            "ruled_slots": slots[ruled], "ruled_rate": position[ruled],
+            "ruled_gauge": kind[ruled] == 1, "below": rules.below[metric[ruled]],
+            "limit": rules.limit[metric[ruled]].view(np.int64), "watch": watch,
+            "watch_slots": slots[counters[watch]]}
+        packed = np.concatenate([fields[name].astype(np.int64, copy=False)
+                                 for name, _ in PACKED])
+        packed.flags.writeable = False
+        counts = (len(slots), len(counters), len(states), len(ruled), len(watch))
+        return cls(key, (frame.entity_idx, metric), packed, counts)

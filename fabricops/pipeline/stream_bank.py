@@ -53,6 +53,17 @@ COLUMNS: tuple[tuple[str, type], ...] = (
     ("count", np.int64))
 """A slot's state: the arrays of a bank, and of a stream's checkpoint, in this order."""
 
+PACKED: tuple[tuple[str, int], ...] = (
+    ("slots", 0), ("counters", 1), ("counter_slots", 1), ("states", 2), ("state_slots", 2),
+    ("ruled", 3), ("ruled_slots", 3), ("ruled_rate", 3), ("ruled_gauge", 3), ("below", 3),
+    ("limit", 3), ("watch", 4), ("watch_slots", 4))
+"""A layout's ``packed`` fields in order, each with the index in its ``counts`` of its
+length: samples, counters, states, ruled samples, watched counters."""
+_FIELDS: dict[str, tuple[int, int]] = {  # field -> (its count, its rank among that count's)
+    name: (group, [g for _, g in PACKED[:i]].count(group))
+    for i, (name, group) in enumerate(PACKED)}
+_WIDTH = np.bincount([g for _, g in PACKED], minlength=5).astype(np.int64)
+
 
 class StreamBank:
     """Slots of many streams' series (see the module docstring). Slots are never
@@ -116,34 +127,52 @@ def _cat(parts: list[NDArray[Any]]) -> NDArray[Any]:
 
 class _Pass:
     """One ``StreamBank.step``: the frames' samples and their layouts' index arrays
-    laid end to end (positions in the joined samples, slots in the bank)."""
+    laid end to end (positions in the joined samples, slots in the bank). The layouts'
+    ``packed`` arrays are joined once; a field of every layout is then one gather."""
 
     def __init__(self, bank: StreamBank, items: Sequence[tuple[SeriesStream, Frame]],
                  lays: list[_Layout]) -> None:
         self.bank, self.items, self.lays, self.rules = bank, items, lays, bank.rules
+        n = len(items)
         self.raw = _cat([f.raw for _, f in items])
-        self.slots = _cat([lay.slots for lay in lays])
-        self.off = np.zeros(len(items) + 1, np.int64)  # where each frame's samples start
-        np.cumsum([len(f.raw) for _, f in items], out=self.off[1:])
+        self.packed = _cat([lay.packed for lay in lays])
+        self.counts = np.array([lay.counts for lay in lays], np.int64).reshape(n, 5)
+        sizes = self.counts @ _WIDTH
+        self.at = np.cumsum(sizes) - sizes  # where each layout's packed fields begin
+        self._gathers: dict[int, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
+        self.off = np.zeros(n + 1, np.int64)  # where each frame's samples start
+        np.cumsum(self.counts[:, 0], out=self.off[1:])
+        self.slots = self._field("slots")
         # counters: position in the joined samples, slot, frame, where each frame's start
         self.nc, self.cpos, self.cslots = self._joined("counters", "counter_slots", self.off)
-        self.cframe = np.repeat(np.arange(len(items)), self.nc)
+        self.cframe = np.repeat(np.arange(n), self.nc)
         self.cstart = np.cumsum(self.nc) - self.nc
         # seconds since the stream's last frame (NaN: no rate, as for its first frame)
         self.dt_s = np.array([np.nan if s.last_ts_ns is None or f.ts_ns <= s.last_ts_ns
                               else (f.ts_ns - s.last_ts_ns) / 1e9 for s, f in items])
         self.rate = np.full(len(self.cpos) + 1, np.nan)  # per counter, then NaN (no rate)
 
+    def _field(self, name: str) -> NDArray[np.int64]:
+        """The layouts' packed field ``name`` (see ``PACKED``), laid end to end."""
+        group, rank = _FIELDS[name]
+        gather = self._gathers.get(group)
+        if gather is None:
+            c = self.counts[:, group]
+            start = self.at + self.counts[:, :group] @ _WIDTH[:group]
+            base = np.repeat(start - (np.cumsum(c) - c), c) + np.arange(int(c.sum()))
+            gather = self._gathers[group] = (base, np.repeat(c, c))
+        base, length = gather
+        return self.packed[base + rank * length if rank else base]
+
     def _joined(self, index: str, slots: str, start: NDArray[np.int64]
                 ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]:
-        """Of the layouts' arrays ``index`` (positions in a frame's samples, or in its
+        """Of the layouts' fields ``index`` (positions in a frame's samples, or in its
         counters) and ``slots`` (theirs in the bank): each frame's count, the positions
         moved by ``start`` (where each frame's part begins) and the slots, laid end to
         end."""
-        parts = [getattr(lay, index) for lay in self.lays]
-        counts = np.array([len(p) for p in parts], np.int64)
-        pos = _cat(parts) + np.repeat(start[:len(parts)], counts)
-        return counts, pos, _cat([getattr(lay, slots) for lay in self.lays])
+        counts = self.counts[:, _FIELDS[index][0]]
+        pos = self._field(index) + np.repeat(start[:len(counts)], counts)
+        return counts, pos, self._field(slots)
 
     def _names(self, pos: int) -> tuple[int, Frame, int]:
         """The frame (its number, and itself) of a joined sample position, and the
@@ -191,15 +220,16 @@ class _Pass:
     def threshold_events(self, found: list[tuple[int, Event]]) -> None:
         """Samples under a threshold rule: a gauge's value, or a counter's rate (a
         state's is NaN, as is a rate not known)."""
-        bank, lays = self.bank, self.lays
+        bank = self.bank
         nr, pos, slots = self._joined("ruled", "ruled_slots", self.off)
         if not nr.any():
             return
-        gauge = _cat([lay.ruled_gauge for lay in lays])
-        rated = _cat([lay.ruled_rate for lay in lays])
+        gauge = self._field("ruled_gauge").astype(bool)
+        rated = self._field("ruled_rate")
         at = np.where(rated >= 0, rated + np.repeat(self.cstart, nr), len(self.rate) - 1)
         value = np.where(gauge, self.raw[pos].view(np.float64), self.rate[at])
-        limit, below = _cat([lay.limit for lay in lays]), _cat([lay.below for lay in lays])
+        limit = self._field("limit").view(np.float64)
+        below = self._field("below").astype(bool)
         with np.errstate(invalid="ignore"):
             now = np.where(below, value < limit, value > limit)
         was = bank.active[slots]
