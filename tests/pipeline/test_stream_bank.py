@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
+from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.records import EventKind
 from fabricops.pipeline.events import EventConfig, EventRules
@@ -103,6 +104,44 @@ def test_streams_stepped_together_give_what_each_gives_alone(seed: int) -> None:
         assert _state(together[d]) == _state(alone[d])
         again = SeriesStream.resume(d, "gnmi", rules, together[d].snapshot(), StreamBank(rules))
         assert _state(again) == _state(alone[d])
+
+
+def _only(frame: Frame, metrics: tuple[str, ...]) -> Frame:
+    """``frame`` with only the samples of ``metrics``."""
+    names = [CATALOGUE.by_id(m).name for m in frame.metric.tolist()]
+    keep = [i for i, name in enumerate(names) if name in metrics]
+    values = [float(frame.raw[i:i + 1].view(np.float64)[0]) if names[i] in GAUGES
+              else int(frame.raw[i]) for i in keep]
+    return Frame.build(frame.device, frame.ts_ns, frame.source, frame.seq,
+                       [frame.entities[frame.entity_idx[i]] for i in keep],
+                       [names[i] for i in keep], values)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_devices_with_and_without_counters_states_or_rules_step_together_as_alone(
+    seed: int,
+) -> None:
+    """A pass may join layouts that lack a kind of sample (no counters, no state, no
+    threshold rule, nothing watched): each still gets what it gets alone."""
+    rng = np.random.default_rng(seed)
+    rules = EventRules(EventConfig(anomaly_warmup=5))
+    kinds = [COUNTERS, GAUGES, ("oper_status",), (*GAUGES, "oper_status"),
+             ("in_octets",), (*COUNTERS, *GAUGES, "oper_status")]
+    devices = {f"dev-{d}": [_only(f, kinds[d]) for f in _frames(f"dev-{d}", rng, 40)]
+               for d in range(len(kinds))}
+    alone = {d: SeriesStream(d, "gnmi", rules) for d in devices}
+    expected = {d: [_seen(alone[d].step(f)) for f in frames] for d, frames in devices.items()}
+    assert sum(len(s[2]) for runs in expected.values() for s in runs) > 20, "events to compare"
+    bank = StreamBank(rules)
+    together = {d: SeriesStream(d, "gnmi", rules, bank) for d in devices}
+    got: dict[str, list[tuple[object, ...]]] = {d: [] for d in devices}
+    for k in range(40):
+        items = [(together[d], frames[k]) for d, frames in devices.items()]
+        for (stream, _), result in zip(items, bank.step(items), strict=True):
+            got[stream.device].append(_seen(result))
+    assert got == expected
+    for d in devices:
+        assert _state(together[d]) == _state(alone[d])
 
 
 def test_a_frame_queued_without_emit_warms_its_stream_up_and_raises_nothing() -> None:
