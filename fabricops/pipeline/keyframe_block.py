@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import pairwise
 from typing import Any, Final
 
 import numpy as np
@@ -107,6 +108,12 @@ def block_from_frames(frames: Sequence[Frame]) -> SeriesBlock:
     """
     kept = _sorted_unique(frames)
     names: dict[str, int] = {}
+    if all(_same_layout(b, a) for a, b in pairwise(kept)):  # one layout
+        keys = _sample_keys(kept[0], names)
+        if len(np.unique(keys)) == len(keys):  # and no sample repeated: the usual block
+            raw = np.concatenate([f.raw for f in kept]).reshape(len(kept), len(keys))
+            return _block(kept, names, keys, np.ascontiguousarray(raw.T),
+                          np.ones((len(keys), len(kept)), bool))
     layouts: list[tuple[NDArray[np.int64], list[int]]] = []  # sample keys, frames
     prev: Frame | None = None
     for t, frame in enumerate(kept):
@@ -126,7 +133,13 @@ def block_from_frames(frames: Sequence[Frame]) -> SeriesBlock:
         at = np.array(cols, np.int64)[None, :]
         raw[rows, at] = np.stack([kept[t].raw for t in cols], axis=1)[fi]
         present[rows, at] = True
-    series = uniq[order]
+    return _block(kept, names, uniq[order], raw, present)
+
+
+def _block(kept: list[Frame], names: dict[str, int], series: NDArray[np.int64],
+           raw: NDArray[np.uint64], present: NDArray[np.bool_]) -> SeriesBlock:
+    """The block of ``kept`` frames whose series (``entity number << 16 | metric id``,
+    entities numbered in ``names``) hold ``raw``, where ``present``."""
     table = list(names)
     entity = tuple(table[i] for i in (series >> 16).tolist())
     ts = np.array([f.ts_ns for f in kept], np.int64)

@@ -255,6 +255,26 @@ def test_block_from_frames_sorts_unions_and_keeps_first() -> None:
     assert b.raw[2].tolist() == [0, 0, 300]
 
 
+def test_block_from_frames_of_one_layout_holds_each_frame_as_a_column() -> None:
+    """The usual window: every frame the same layout (equal columns, not the same
+    objects), any order; and one layout that repeats a sample keeps the first."""
+    ents, metrics = ["eth1", "eth1", "eth2"], ["in_octets", "temperature_c", "in_octets"]
+    frames = [frame("leaf-0", t, ents, metrics, [10 * t, 40.0 + t, 100 * t]) for t in (2, 0, 1)]
+    b = block_from_frames(frames)
+    assert b.ts_ns.tolist() == [T0, T0 + SECOND, T0 + 2 * SECOND]
+    assert list(zip(b.entity, b.metric.tolist(), strict=True)) == [
+        ("eth1", COUNTER), ("eth1", GAUGE), ("eth2", COUNTER)]
+    assert b.raw[0].tolist() == [0, 10, 20]
+    assert b.raw[1].view(np.float64).tolist() == [40.0, 41.0, 42.0]
+    assert b.raw[2].tolist() == [0, 100, 200]
+    assert b.present.all()
+    twice = [frame("leaf-0", t, ["eth1", "eth1"], ["in_octets", "in_octets"], [t, 99])
+             for t in (0, 1)]
+    again = block_from_frames(twice)
+    assert again.entity == ("eth1",)
+    assert again.raw.tolist() == [[0, 1]]
+
+
 def test_block_from_frames_refuses_mixed_devices_and_no_frames() -> None:
     with pytest.raises(KeyframeError, match="mixed"):
         block_from_frames([frame("a", 0, ["e"], ["in_octets"], [1]),
