@@ -132,7 +132,7 @@ class _Pass:
 
     def __init__(self, bank: StreamBank, items: Sequence[tuple[SeriesStream, Frame]],
                  lays: list[_Layout]) -> None:
-        self.bank, self.items, self.lays, self.rules = bank, items, lays, bank.rules
+        self.bank, self.items, self.rules = bank, items, bank.rules
         n = len(items)
         self.raw = _cat([f.raw for _, f in items])
         self.packed = _cat([lay.packed for lay in lays])
