@@ -71,10 +71,10 @@ def _kind_params(spec: str) -> tuple[str, dict[str, int | float]]:
                   for k, v in (p.split("=", 1) for p in rest.split(",") if p)}
 
 
-def measure_shape(spec: str, ticks: int) -> Simulator:
-    """``KIND:KEY=VALUE,...``: the builder ``KIND`` with integer or float parameters,
+def measure_shape(spec: str, kind: str, params: dict[str, int | float],
+                  ticks: int) -> Simulator:
+    """The builder ``kind`` with ``params`` (parsed from ``spec``, ``KIND:KEY=VALUE,...``),
     a job on every host; BuilderError for a shape the builder refuses."""
-    kind, params = _kind_params(spec)
     topo = build(kind, **params)
     hosts = sum(1 for n in topo.nodes if n.is_host)
     return measure(spec, lambda: topo, hosts, ticks)
@@ -159,9 +159,10 @@ def main() -> None:
     parser.add_argument("--skip-default", action="store_true",
                         help="only the presets and shapes, not the three default fabrics")
     args = parser.parse_args()
+    shapes = []
     for spec in args.shape:  # a spec that does not parse: its one-line reason, first
         try:
-            _kind_params(spec)
+            shapes.append((spec, *_kind_params(spec)))
         except ValueError as exc:
             parser.error(f"--shape {spec}: {exc}")
     if hasattr(os, "sched_setaffinity"):
@@ -169,9 +170,9 @@ def main() -> None:
     print(f"1 s ticks, {args.ticks} ticks each, pinned to one core")
     for name, (make, hosts) in ({} if args.skip_default else FABRICS).items():
         link_change(name, measure(name, make, hosts, args.ticks), args.changes)
-    for spec in args.shape:
+    for spec, kind, params in shapes:
         try:
-            sim = measure_shape(spec, args.ticks)
+            sim = measure_shape(spec, kind, params, args.ticks)
         except BuilderError as exc:  # a shape the builder refuses: its one-line reason
             parser.error(f"--shape {spec}: {exc}")
         link_change(spec, sim, args.changes)

@@ -70,11 +70,9 @@ class ListKeys:
             return known
         return next(((k,) for k in USUAL_KEYS if k in members), ())
 
-    def is_list(self, schema: str) -> bool:
-        return schema in self._keys
-
     def is_list_at(self, path: OcPath) -> bool:
-        """``is_list`` of ``path``'s schema, remembered per path (updates repeat theirs)."""
+        """Whether ``path``'s schema names a keyed list, remembered per path (updates
+        repeat theirs)."""
         found = self._at.get(path)
         if found is None:
             if len(self._at) >= _PATHS_MAX:
