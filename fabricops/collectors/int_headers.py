@@ -78,6 +78,7 @@ class Wire:
             self.start = self.end - lengths
             data = b"".join(packets) + bytes(PAD_BYTES)
         size = len(data)
+        self._data = data
         self._views = {n: np.ndarray((size - n + 1,), f">u{n}", data, 0, (1,))
                        for n in (1, 2, 4, 8)}
         self.bad = np.zeros(len(packets), np.uint8)
@@ -88,10 +89,26 @@ class Wire:
         self.bad[short] = _CODE["short_packet"]
         self.bad[~short & (head >> 28 != 2)] = _CODE["bad_version"]
 
-    def read(self, pos: I64, size: int, masked: bool = False) -> NDArray[Any]:
-        """Big-endian unsigned values of ``size`` bytes at each offset (``masked``: low 24 bits)."""
-        values = self._views[size][pos]
-        return values & 0xFFFFFF if masked else values
+    def read(self, pos: I64, size: int) -> NDArray[Any]:
+        """Big-endian unsigned values of ``size`` bytes at each offset."""
+        return self._views[size][pos]
+
+    def words(self, pos: I64, span: int, ones: int = 0) -> NDArray[np.uint32]:
+        """The ``span`` bytes (a multiple of 4) at each offset as a row of words, then
+        ``ones`` all-ones words.
+
+        One gather of ``span``-byte records, then native words: reading fields from
+        these rows costs a fraction of one unaligned gather per field. Bytes past
+        the buffer's end read as zero.
+        """
+        data, n, width = self._data, len(pos), span // 4
+        if n and int(pos.max()) + span > len(data):
+            data = np.concatenate([np.frombuffer(data, np.uint8), np.zeros(span, np.uint8)])
+        records = np.ndarray((len(data) - span + 1,), f"V{span}", data, 0, (1,))[pos]
+        out = np.empty((n, width + ones), np.uint32)
+        out[:, :width] = records.view(">u4").reshape(n, width)
+        out[:, width:] = 0xFFFFFFFF
+        return out
 
 
 class ReportRows:

@@ -204,25 +204,47 @@ def _gather(wire: Wire, table: NDArray[np.int16], rep: I64, pos: I64, dest: I64 
     (``None``: every hop, in order).
 
     ``pos`` is each hop's item offset; a field absent from a layout keeps ``INVALID``.
+    Every hop's item is read once as a row of words (a field starts at a word, or
+    at its metadata's half or byte), then each field is taken from the rows. A
+    field absent from some layouts reads two all-ones words there: ``INVALID``.
     """
-    uniform = bool((table == table[0]).all())
-    for f, (col, _, _, size, masked) in enumerate(FIELDS):
-        offset = table[:, f]
-        if uniform or (offset == offset[0]).all():
-            if offset[0] < 0:
+    span = int((table + _FIELD_BYTES).max())
+    same = (table == table[0]).all(axis=0)
+    words = wire.words(pos, span + -span % 4, ones=0 if same.all() else 2)
+    width = words.shape[1]
+    if not same.all():
+        at_word = np.where(table >= 0, table >> 2, width - 2).T.copy()
+        base = np.arange(0, words.size, width)
+        flat = words.reshape(-1)
+    for f, (col, _, _, size, _) in enumerate(FIELDS):
+        if same[f]:
+            if table[0, f] < 0:
                 continue
-            values = wire.read(pos + int(offset[0]), size, masked)
-        elif (offset >= 0).all():
-            values = wire.read(pos + offset[rep], size, masked)
+            at = int(table[0, f]) >> 2
+            hi = words[:, at]
+            values = _field(hi, words[:, at + 1] if size == 8 else hi, f)
         else:
-            m = (offset >= 0)[rep]
-            hops[col][m if dest is None else dest[m]] = wire.read(
-                pos[m] + offset[rep[m]], size, masked)
-            continue
+            cell = at_word[f][rep] + base
+            hi = flat[cell]
+            values = _field(hi, flat[cell + 1] if size == 8 else hi, f)
         if dest is None:
             hops[col][:] = values
         else:
             hops[col][dest] = values
+
+
+def _field(hi: NDArray[np.uint32], lo: NDArray[np.uint32], f: int) -> NDArray[Any]:
+    """Field ``f`` of ``FIELDS`` from the word it starts in (``hi``) and the next (``lo``)."""
+    _, _, sub, size, masked = FIELDS[f]
+    if size == 8:
+        return hi.astype(np.uint64) << 32 | lo
+    if size == 4:
+        return hi & 0xFFFFFF if masked else hi
+    return (hi >> (8 * (4 - sub % 4 - size))) & ((1 << 8 * size) - 1)
+
+
+_FIELD_BYTES: Final = np.array([spec[3] for spec in FIELDS], np.int16)
+"""Bytes of each field of ``FIELDS``: a layout's row plus these is where its fields end."""
 
 
 def _own_hops(wire: Wire, rows: ReportRows, keep: I64, dest: I64, has_md: NDArray[np.bool_],

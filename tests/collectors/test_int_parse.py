@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
 
+from fabricops.collectors.int_headers import Wire
 from fabricops.collectors.int_parse import REASONS, parse_packets
 from fabricops.collectors.int_receiver import IntListSink, IntReceiver, IntReceiverConfig
 from fabricops.core.intreport import INVALID, RANGE_REASONS, Instruction, IntBatch, concat
@@ -418,3 +419,16 @@ def test_the_receiver_counts_rejected_reports_by_reason() -> None:
                                      {"reason": "timestamp_out_of_range"}) == 1
     assert registry.get_sample_value("fabricops_int_receiver_reports_total") == 1
     assert sink.batch().ts_ns.tolist() == [2]
+
+
+def test_hop_items_read_as_rows_of_words_with_zeros_past_the_buffer() -> None:
+    wire = Wire([bytes(range(1, 13)), bytes([0xAB, 0xCD])])
+    words = wire.words(np.array([0, 2, 12, 26]), 8, ones=1)
+    assert words.dtype == np.uint32
+    assert words.tolist() == [
+        [0x01020304, 0x05060708, 0xFFFFFFFF],
+        [0x03040506, 0x0708090A, 0xFFFFFFFF],
+        [0xABCD0000, 0, 0xFFFFFFFF],  # the padding after the last packet
+        [0, 0, 0xFFFFFFFF],  # past the buffer's end
+    ]
+    assert wire.words(np.array([4]), 4).tolist() == [[0x05060708]]
