@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from fabricops.core.bus import Message
-from fabricops.core.frame import Frame, FrameError
+from fabricops.core.frame import Frame, FrameError, Source
+from fabricops.core.frame_join import adds_samples, join_frames
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Event
 from fabricops.core.wire_frame import EntityTables
@@ -30,6 +31,7 @@ class BatchResult:
 
     frames: int = 0
     late: int = 0
+    joined: int = 0
     events: list[Event] = field(default_factory=list)
     segments: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
@@ -117,6 +119,43 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
             reject(d.reason, d.detail, d.count)
         out.append((frame, origin))
     return out
+
+
+def join_instants(frames: list[tuple[Frame, Origin]]
+                  ) -> tuple[list[tuple[Frame, Origin]], dict[int, int]]:
+    """``frames`` with the parts of each instant joined (``join_frames``), and how many
+    parts each joined frame holds (by ``id`` of the frame).
+
+    Parts are frames of one (device, source, ts_ns) from one partition, each giving
+    a sample the earlier ones do not: a device that sent an instant in pieces. A
+    frame adding nothing stays as it is (a copy: counted as a duplicate when it is
+    accepted), and so does one from another partition (it keeps its own offset;
+    it joins the window as a part, see ``Window.adds``). The joined frame takes the
+    first part's place and the smallest offset of its parts.
+    """
+    first: dict[tuple[str, Source, int], int] = {}
+    groups: dict[int, list[int]] = {}
+    for i, (frame, _) in enumerate(frames):
+        j = first.setdefault((frame.device, frame.source, frame.ts_ns), i)
+        if j != i:
+            groups.setdefault(j, [j]).append(i)
+    counts: dict[int, int] = {}
+    if not groups:
+        return frames, counts
+    out, gone = list(frames), set()
+    for j, members in groups.items():
+        parts = [j]
+        for i in members[1:]:
+            frame, origin = frames[i]
+            if origin[1] == frames[j][1][1] and adds_samples([frames[p][0] for p in parts],
+                                                              frame):
+                parts.append(i)
+        if len(parts) > 1:
+            joined = join_frames([frames[p][0] for p in parts]).frame
+            out[j] = (joined, min((frames[p][1] for p in parts), key=lambda o: o[2]))
+            counts[id(joined)] = len(parts)
+            gone.update(parts[1:])
+    return [fo for i, fo in enumerate(out) if i not in gone], counts
 
 
 def segment_of(device: str, source: str, frames: list[Frame]) -> SegmentRecord:

@@ -19,6 +19,7 @@ from numpy.typing import NDArray
 
 from fabricops.core.catalogue import CATALOGUE, Catalogue, MetricKind
 from fabricops.core.frame import Frame
+from fabricops.core.frame_join import join_frames
 from fabricops.pipeline.keyframe_pack import KeyframeError
 
 MAX_POINTS: Final = 1 << 20
@@ -102,8 +103,9 @@ def _block_problem(b: SeriesBlock) -> str | None:
 def block_from_frames(frames: Sequence[Frame]) -> SeriesBlock:
     """The block of ``frames`` (one device and source, any order).
 
-    Frames are sorted by ``ts_ns``; of frames sharing a timestamp, and of samples
-    repeating an (entity, metric) within a frame, the first is kept. A series a
+    Frames are sorted by ``ts_ns``; frames sharing a timestamp are the parts of one
+    instant, joined (``join_frames``); of samples repeating an (entity, metric) in
+    an instant, the first is kept. A series a
     frame lacks is absent there (``present`` False, raw 0).
     """
     kept = _sorted_unique(frames)
@@ -164,7 +166,11 @@ def _sorted_unique(frames: Sequence[Frame]) -> list[Frame]:
     ts = np.array([f.ts_ns for f in frames], np.int64)
     order = np.argsort(ts, kind="stable")
     _, first = np.unique(ts[order], return_index=True)
-    return [frames[i] for i in order[first].tolist()]
+    if len(first) == len(frames):
+        return [frames[i] for i in order.tolist()]
+    ends = np.append(first[1:], len(frames)).tolist()
+    return [join_frames([frames[i] for i in order[a:b].tolist()], later_wins=False).frame
+            for a, b in zip(first.tolist(), ends, strict=True)]
 
 
 def _sample_keys(frame: Frame, names: dict[str, int]) -> NDArray[np.int64]:

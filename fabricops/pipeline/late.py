@@ -2,8 +2,9 @@
 
 Frames reach the pipeline late after a broker outage (a producer resends its
 buffer) or reordered between partitions. A frame is a duplicate only when its
-identity, (device, source, ts_ns), is already stored; otherwise it is kept,
-whatever came before it. ``correct_windows`` takes the late frames of closed
+identity, (device, source, ts_ns), is already stored with every sample it
+gives; otherwise it is kept, whatever came before it (a part of a stored
+instant is joined to it: ``join_frames``). ``correct_windows`` takes the late frames of closed
 windows, reads what the store holds of each window (``held_windows``: its
 segment, and the times a merged segment covering it holds), and writes the
 window again with the new frames in it (one transaction per window: the old
@@ -18,13 +19,15 @@ against a newer sample).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 
 from fabricops.core.frame import Frame, Source
+from fabricops.core.frame_join import adds_samples, join_frames
 from fabricops.pipeline.keyframe import SeriesBlock, decode_block
 from fabricops.pipeline.segment_merge import MAX_SPAN_S
 from fabricops.store.records import SegmentRecord
@@ -87,6 +90,20 @@ class Held:
         return rows[lead:]
 
 
+def by_instant(*frames: Iterable[Frame]) -> dict[int, Frame]:
+    """The frames of one stream by ts_ns, the parts of an instant joined (``join_frames``:
+    of samples they repeat, the first is kept, so what was held stays as it was)."""
+    out: dict[int, Frame] = {}
+    parts: dict[int, list[Frame]] = {}
+    for frame in itertools.chain(*frames):
+        held = out.setdefault(frame.ts_ns, frame)
+        if held is not frame:
+            parts.setdefault(frame.ts_ns, [held]).append(frame)
+    for ts_ns, group in parts.items():
+        out[ts_ns] = join_frames(group, later_wins=False).frame
+    return out
+
+
 def held_windows(store: Store, windows: Sequence[WindowKey], window_ns: int
                  ) -> dict[WindowKey, Held]:
     """What the store holds of each window (see ``Held``), from the segments that may
@@ -139,12 +156,14 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
     for (device, source, index), frames in sorted(groups.items()):
         t0, t1 = index * window_ns, (index + 1) * window_ns
         have = held[(device, source, index)]
-        new = {}
+        new: dict[int, Frame] = {}
         for f in frames:
-            if have.has(f.ts_ns) or f.ts_ns in new:
+            base = new.get(f.ts_ns) or have.within.get(f.ts_ns)
+            if f.ts_ns in have.covered or (base is not None and not adds_samples([base], f)):
                 done.duplicates += 1
-            else:
-                new[f.ts_ns] = f
+            else:  # a new time, or a part of a held instant: joined to it
+                new[f.ts_ns] = f if base is None else join_frames([base, f],
+                                                                   later_wins=False).frame
         if not new:
             continue
         rows = have.to_write({**have.within, **new})

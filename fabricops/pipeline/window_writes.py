@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from fabricops.core.frame import Frame
 from fabricops.pipeline.intake import segments_of
-from fabricops.pipeline.late import PREFETCH, held_windows
+from fabricops.pipeline.late import PREFETCH, by_instant, held_windows
 from fabricops.pipeline.windows import StreamKey, Window, WindowBook
 from fabricops.store.records import WindowClose
 from fabricops.store.store import Store
@@ -46,7 +46,7 @@ def write_complete(book: WindowBook, store: Store, snapshot: Callable[[StreamKey
         if key not in ahead:
             ahead = held_windows(store, [(*w.key, w.index) for w in queue[i:i + PREFETCH]],
                                  window_ns)
-        frames = {**ahead[key].within, **{f.ts_ns: f for f in window.frames}}
+        frames = by_instant(ahead[key].within.values(), window.frames)
         rows = ahead[key].to_write(frames)
         group.append((window, max(frames) + 1, rows))
         samples += sum(len(f.raw) for f in rows)

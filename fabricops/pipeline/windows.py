@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from fabricops.core.frame import Frame
+from fabricops.core.frame_join import adds_samples
 
 StreamKey = tuple[str, str]  # device, source
 Partition = tuple[str, int]  # topic, partition
@@ -43,6 +44,11 @@ class Window:
     origins: list[Origin] = field(default_factory=list)
     ts_ns: set[int] = field(default_factory=set)
     holds: dict[Partition, int] = field(default_factory=dict)
+
+    def adds(self, frame: Frame) -> bool:
+        """Whether ``frame`` gives a sample that the frames held of its instant do not
+        (see ``adds_samples``)."""
+        return adds_samples([f for f in self.frames if f.ts_ns == frame.ts_ns], frame)
 
     def add(self, frame: Frame, origin: Origin) -> None:
         self.frames.append(frame)

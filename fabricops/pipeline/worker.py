@@ -19,10 +19,13 @@ end on the same minute are written over the next seconds, never in one long
 stall. Small windows are encoded a group at a time (``encode_group_samples``).
 
 A frame is a duplicate only when its identity (device, source, ts_ns) is
-held already; a frame older than its stream's newest is stored all the same:
-into its window if that is still held, else by correcting the stored window
-(:mod:`fabricops.pipeline.late`). A record the worker cannot take goes to the
-dead-letter topic with its reason; the consumer loop
+held already with every sample it gives; the parts of one instant (a gNMI
+target's notification per interface, each a frame) are joined into one frame
+in the batch (``join_instants``), and a part that comes in a later batch joins
+its window unstepped, as a late frame does. A frame older than its stream's
+newest is stored all the same: into its window if that is still held, else by
+correcting the stored window (:mod:`fabricops.pipeline.late`). A record the
+worker cannot take goes to the dead-letter topic with its reason; the consumer loop
 (:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
 that fails, and the worker forgets the failed batch (``recover``) before it
 goes on.
@@ -59,6 +62,7 @@ from fabricops.pipeline.intake import (
     FrameIntake,
     frames_of,
     int_path_records,
+    join_instants,
     segment_of,
 )
 from fabricops.pipeline.late import correct_windows
@@ -245,10 +249,12 @@ class PipelineWorker:
         frames = frames_of([m for m in messages if m.topic != self.topics[1]],
                            batch=self._batch, dead=dead, reject=reject, intake=self._intake,
                            limit_ns=self.clock_ns() + round(self.config.max_future_s * 1e9))
+        frames, parts = join_instants(frames)
+        result.joined = sum(parts.values()) - len(parts)
         frames.sort(key=lambda fo: frame_order(fo[0]))
         now = time.monotonic()
         for frame, origin in frames:
-            self._accept(frame, origin, result, emit=True)
+            self._accept(frame, origin, result, emit=True, parts=parts.get(id(frame), 1))
             self._heard[frame.source.value] = now
         self.aside.stepped(result, self._steps.run())
         self._quiet_windows()
@@ -268,7 +274,7 @@ class PipelineWorker:
             self._persist(BatchResult(), budget_s=self.config.close_budget_s)
 
     def _accept(self, frame: Frame, origin: Origin, result: BatchResult, *,
-                emit: bool = False) -> None:
+                emit: bool = False, parts: int = 1) -> None:
         """Step the frame's stream (if it is newer) and put it in its window.
 
         A newer frame is queued to step its stream (``StepQueue``: the batch's
@@ -278,7 +284,9 @@ class PipelineWorker:
         if its window is written; a frame after the stream's last written
         window that no window holds is one the bus delivers again after a
         restart, and opens its window. A frame whose (device, source, ts_ns)
-        is held already is a duplicate.
+        is held already with every sample it gives is a duplicate (``parts``:
+        the records joined in it, counted so); one giving more is a part of a
+        held instant, kept as a late frame is.
         """
         key = (frame.device, frame.source.value)
         stream = self._streams.get(key)
@@ -290,11 +298,11 @@ class PipelineWorker:
         if last_ts_ns is not None and frame.ts_ns <= last_ts_ns:
             held = self.windows.find(key, index)
             if held is not None:
-                if frame.ts_ns in held.ts_ns:
-                    self.aside.duplicate(result)
+                if frame.ts_ns in held.ts_ns and not held.adds(frame):
+                    self.aside.duplicate(result, parts)
                 else:
                     held.add(frame, origin)
-                    result.late += 1
+                    result.late += parts
                 return
             if frame.ts_ns < self.windows.written_before.get(key, 0) or (
                     window is not None and index < window.index):

@@ -28,6 +28,9 @@ class _Batch(Protocol):
     def late(self) -> int: ...
 
     @property
+    def joined(self) -> int: ...
+
+    @property
     def n_events(self) -> int: ...
 
 
@@ -40,6 +43,9 @@ class WorkerMetrics:
                             "Frames stored although older than their stream's newest "
                             "(into an open window, or by correcting a written one)",
                             registry=registry)
+        self.joined = Counter("fabricops_pipeline_frames_joined",
+                              "Frames joined to another part of their instant (one device, "
+                              "source and time) in one frame", registry=registry)
         self.events = Counter("fabricops_pipeline_events", "Key events raised", registry=registry)
         self.segments = Counter("fabricops_pipeline_segments", "Keyframe segments written",
                                 registry=registry)
@@ -59,6 +65,7 @@ class WorkerMetrics:
     def observe(self, batch: _Batch, persist_s: float) -> None:
         self.frames.inc(batch.frames)
         self.late.inc(batch.late)
+        self.joined.inc(batch.joined)
         self.events.inc(batch.n_events)
         self.segments.inc(batch.segments)
         self.persist_s.observe(persist_s)
