@@ -2,8 +2,10 @@
 
 Each target's subscription runs as a task on the collector's own thread and
 event loop (grpc.aio). Every notification becomes a Frame
-(:mod:`fabricops.collectors.gnmi_mapping`) handed to the sink on that loop, so
-the sink must not block for long. When a subscription fails (target
+(:mod:`fabricops.collectors.gnmi_mapping`); the notifications of one instant
+(one timestamp) go to the sink as one frame, on that loop, at most
+``join_hold_s`` after the first of them (:mod:`.gnmi_instant`), so the sink
+must not block for long. When a subscription fails (target
 unreachable, refused, stream dropped, no first answer within
 ``connect_timeout_s``, or silent for the stall timeout) the target is marked
 down with the error in its status and the collector resubscribes on a fresh
@@ -47,18 +49,18 @@ from fabricops.collectors.gnmi_config import (
     subscribe_request,
 )
 from fabricops.collectors.gnmi_explain import TargetBook, TargetExplain
+from fabricops.collectors.gnmi_instant import HeldInstant
 from fabricops.collectors.gnmi_mapping import NotificationMapper
 from fabricops.collectors.gnmi_metrics import GnmiMetrics
-from fabricops.collectors.gnmi_resubscribe import Attempt, keep_subscribed
+from fabricops.collectors.gnmi_resubscribe import Attempt, failure_kind, keep_subscribed
 from fabricops.collectors.gnmi_tls import ServerCertificate, fetch_server_certificate
 from fabricops.collectors.grpc_loop import quiet_grpc_noise
+from fabricops.core.frame_join import join_frames
 from fabricops.core.logthrottle import Outage, OutageLines, ThrottledLog
 from fabricops.core.records import SamplingPolicy
 from fabricops.core.sinks import FrameSink
 
 log = logging.getLogger(__name__)
-_REJECTED = {"INVALID_ARGUMENT", "NOT_FOUND", "UNIMPLEMENTED", "FAILED_PRECONDITION"}
-_AUTH = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,7 @@ class _Run:
         self.last_error: str | None = None
         self.reconnects = self.frames = self.samples = self.seq = 0
         self.last_sample_ns: int | None = None
+        self.held = HeldInstant()
         self.outage = Outage(log, f"gNMI target {endpoint.device} at {endpoint.address}",
                              lines=lines, name=endpoint.device)
 
@@ -259,7 +262,7 @@ class GnmiCollector:
             self._fail(run, exc.kind, str(exc))
         except grpc.aio.AioRpcError as exc:
             if not run.resubscribe:
-                self._fail(run, _kind(exc, delivered), f"{ep.device} at {ep.address}: "
+                self._fail(run, failure_kind(exc, delivered), f"{ep.device} at {ep.address}: "
                            f"{exc.code().name}: {exc.details()}")
         except asyncio.CancelledError:
             current = asyncio.current_task()
@@ -269,6 +272,7 @@ class GnmiCollector:
             self._fail(run, "internal", f"{ep.device} at {ep.address}: {exc!r}")
         finally:
             run.call = None
+            self._publish(run)
             await channel.close()
         if run.resubscribe:
             return Attempt.RESUBSCRIBE
@@ -304,6 +308,7 @@ class GnmiCollector:
             self._metrics.errors.labels(device, "target_error").inc()
             return
         if response.sync_response:
+            self._publish(run)
             self._synced(run, True)
             return
         if not response.HasField("update"):
@@ -327,18 +332,36 @@ class GnmiCollector:
         self._mark(run, up=True)
         if mapped.frame is None:
             return
+        held = run.held
+        if not held.belongs(mapped.frame):
+            self._publish(run)
+        if held.add(mapped.frame, received):
+            hold_s = min(self.config.join_hold_s, run.interval_s / 2)
+            held.timer = asyncio.get_running_loop().call_later(hold_s, self._publish, run)
+
+    def _publish(self, run: _Run) -> None:
+        """Send the target's held instant as one frame (nothing held: nothing sent)."""
+        parts = run.held.take()
+        if not parts:
+            return
+        device, m = run.endpoint.device, self._metrics
         try:
-            self.sink.publish_frames([mapped.frame])
+            frame, repeats = join_frames(parts, seq=run.seq)
+            self.sink.publish_frames([frame])
         except Exception as exc:  # a failing sink is counted, never ends the subscription
             m.errors.labels(device, "sink").inc()
             run.last_error = f"{device}: sink refused a frame: {exc}"
             self._warnings.warning("gNMI frames refused by the sink", "%s", run.last_error)
             return
+        if len(parts) > 1:
+            m.joined.labels(device).inc(len(parts) - 1)
+        if repeats:
+            m.repeats.labels(device).inc(repeats)
         run.seq += 1
         run.frames += 1
-        run.samples += mapped.frame.n_samples
-        run.last_sample_ns = mapped.frame.ts_ns
-        m.observe_frame(device, mapped.frame, (time.time_ns() - received) / 1e9)
+        run.samples += frame.n_samples
+        run.last_sample_ns = frame.ts_ns
+        m.observe_frame(device, frame, (time.time_ns() - run.held.received_ns) / 1e9)
 
     def _mark(self, run: _Run, *, up: bool) -> None:
         """``up``: the target answers; it is up if its leaves also map (else the reason
@@ -368,14 +391,3 @@ class GnmiCollector:
             run.outage.failed(message)
         run.last_error = message
         self._metrics.errors.labels(run.endpoint.device, kind).inc()
-
-
-def _kind(exc: Any, delivered: bool) -> str:
-    code = exc.code().name
-    if code in _AUTH:
-        return "auth"
-    if code in _REJECTED:
-        return "rejected"
-    if code == "UNAVAILABLE" and not delivered:
-        return "unreachable"
-    return "stream"

@@ -55,6 +55,13 @@ class GnmiMetrics:
                                ["device"], registry=registry)
         self.frames = Counter("fabricops_gnmi_frames", "Frames published", ["device"],
                               registry=registry)
+        self.joined = Counter("fabricops_gnmi_notifications_joined",
+                              "Notifications joined to an earlier one of the same instant "
+                              "(one timestamp) in one frame", ["device"], registry=registry)
+        self.repeats = Counter("fabricops_gnmi_samples_repeated",
+                               "Samples left out of a joined frame: an earlier notification "
+                               "of the instant gave that entity and metric", ["device"],
+                               registry=registry)
         self.errors = Counter("fabricops_gnmi_errors", "Failures and skipped input, by reason",
                               ["device", "reason"], registry=registry)
         self.reconnects = Counter("fabricops_gnmi_reconnects",
@@ -74,8 +81,8 @@ class GnmiMetrics:
     def prepare(self, devices: list[str]) -> None:
         """Create the per-device series of every configured target (0 until it answers)."""
         families = (self.up, self.updates, self.leaves, self.mapped, self.gone, self.synced,
-                    self.samples, self.frames, self.reconnects, self.interval,
-                    self.last_sample)
+                    self.samples, self.frames, self.joined, self.repeats, self.reconnects,
+                    self.interval, self.last_sample)
         for device in devices:
             for family in families:
                 family.labels(device)

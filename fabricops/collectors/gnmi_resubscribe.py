@@ -6,8 +6,12 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from enum import Enum
+from typing import Any, Final
 
 from fabricops.core.backoff import Backoff
+
+_REJECTED: Final = {"INVALID_ARGUMENT", "NOT_FOUND", "UNIMPLEMENTED", "FAILED_PRECONDITION"}
+_AUTH: Final = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
 
 
 class Attempt(Enum):
@@ -40,4 +44,17 @@ async def keep_subscribed(subscribe: Callable[[], Awaitable[Attempt]], backoff: 
         on_retry()
 
 
-__all__ = ["Attempt", "keep_subscribed"]
+def failure_kind(exc: Any, delivered: bool) -> str:
+    """The error reason of a subscription that ended with gRPC error ``exc`` (``delivered``:
+    after the target answered)."""
+    code = exc.code().name
+    if code in _AUTH:
+        return "auth"
+    if code in _REJECTED:
+        return "rejected"
+    if code == "UNAVAILABLE" and not delivered:
+        return "unreachable"
+    return "stream"
+
+
+__all__ = ["Attempt", "failure_kind", "keep_subscribed"]

@@ -31,6 +31,8 @@ from pygnmi.spec.v080 import gnmi_pb2
 from fabricops.collectors.gnmi_config import split_origin
 
 REPLAYS = Path(__file__).parent / "gnmi_replays"
+REPLAY_TS_NS = 1_767_225_600_000_000_000
+"""A notification's timestamp where its replay gives none."""
 
 
 def gnmi_path(text: str, target: str = "") -> Any:
@@ -57,7 +59,7 @@ def typed_value(spec: dict[str, Any]) -> Any:
 def notification(note: dict[str, Any]) -> Any:
     prefix = note.get("prefix", {})
     return gnmi_pb2.Notification(
-        timestamp=note.get("timestamp", 1_767_225_600_000_000_000),
+        timestamp=note.get("timestamp", REPLAY_TS_NS),
         prefix=gnmi_path(prefix.get("path", ""), prefix.get("target", "")),
         update=[gnmi_pb2.Update(path=gnmi_path(u["path"]), val=typed_value(u))
                 for u in note.get("update", [])],

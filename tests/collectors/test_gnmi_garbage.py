@@ -11,7 +11,7 @@ from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricops.collectors.gnmi_config import GnmiEndpoint
 from fabricops.collectors.gnmi_mapping import NotificationMapper
-from tests.collectors.gnmi_replay import ReplayTarget, notification
+from tests.collectors.gnmi_replay import REPLAY_TS_NS, ReplayTarget, notification
 from tests.collectors.test_gnmi_dialects import DEV, collecting, counter, samples_of, wait
 
 IF = "/interfaces/interface[name=Ethernet1]/state"
@@ -22,7 +22,9 @@ def response(note: dict[str, Any]) -> bytes:
 
 
 def good(octets: int) -> dict[str, Any]:
-    return {"prefix": {"path": IF}, "update": [{"path": "counters/in-octets", "uint": octets}]}
+    """A sample of its own instant (``octets`` seconds after the garbage's)."""
+    return {"prefix": {"path": IF}, "timestamp": REPLAY_TS_NS + octets * 10**9,
+            "update": [{"path": "counters/in-octets", "uint": octets}]}
 
 
 DEEP: Any = 1
