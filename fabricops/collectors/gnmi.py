@@ -4,8 +4,9 @@ Each target's subscription runs as a task on the collector's own thread and
 event loop (grpc.aio). Every notification becomes a Frame
 (:mod:`fabricops.collectors.gnmi_mapping`); the notifications of one instant
 (one timestamp) go to the sink as one frame, on that loop, at most
-``join_hold_s`` after the first of them (:mod:`.gnmi_instant`), so the sink
-must not block for long. When a subscription fails (target
+``join_hold_s`` after the first of them, at once for a target that sends an
+instant in one notification (:mod:`.gnmi_instant`), so the sink must not block
+for long. When a subscription fails (target
 unreachable, refused, stream dropped, no first answer within
 ``connect_timeout_s``, or silent for the stall timeout) the target is marked
 down with the error in its status and the collector resubscribes on a fresh
@@ -335,7 +336,10 @@ class GnmiCollector:
         held = run.held
         if not held.belongs(mapped.frame):
             self._publish(run)
-        if held.add(mapped.frame, received):
+        first = held.add(mapped.frame, received)
+        if not held.waits:
+            self._publish(run)
+        elif first:
             hold_s = min(self.config.join_hold_s, run.interval_s / 2)
             held.timer = asyncio.get_running_loop().call_later(hold_s, self._publish, run)
 

@@ -7,14 +7,22 @@ a target's frames while they share a timestamp and sends them joined
 (:func:`fabricops.core.frame_join.join_frames`) when a notification of another
 instant comes, when the target says its initial state is complete, when the
 subscription ends, or ``hold_s`` after the instant's first notification,
-whichever is first. Touched on the collector's event loop only.
+whichever is first. A target that sent its last ``SINGLE_INSTANTS`` instants
+in one notification each is not held up: its notifications go out at once,
+until one comes for the instant just sent (held again from then on). Touched on
+the collector's event loop only.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import Final
 
 from fabricops.core.frame import Frame
+
+SINGLE_INSTANTS: Final = 3
+"""Instants in a row sent in one notification each, after which a target's
+notifications go out at once."""
 
 
 class HeldInstant:
@@ -24,6 +32,8 @@ class HeldInstant:
         self.parts: list[Frame] = []
         self.received_ns = 0
         self.timer: asyncio.TimerHandle | None = None
+        self.singles = 0  # the last instants taken that were one part each
+        self.taken_ns: int | None = None  # the time of the instant taken last
 
     def belongs(self, frame: Frame) -> bool:
         """Whether ``frame`` is of the held instant (or nothing is held)."""
@@ -34,8 +44,15 @@ class HeldInstant:
         first = not self.parts
         if first:
             self.received_ns = received_ns
+        if frame.ts_ns == self.taken_ns:  # a part of the instant taken last
+            self.singles = 0
         self.parts.append(frame)
         return first
+
+    @property
+    def waits(self) -> bool:
+        """Whether the instant waits for more parts (else it goes out at once)."""
+        return self.singles < SINGLE_INSTANTS
 
     def take(self) -> list[Frame]:
         """The held frames (none if nothing is held), and nothing held after."""
@@ -43,7 +60,10 @@ class HeldInstant:
             self.timer.cancel()
             self.timer = None
         parts, self.parts = self.parts, []
+        if parts:
+            self.singles = self.singles + 1 if len(parts) == 1 else 0
+            self.taken_ns = parts[0].ts_ns
         return parts
 
 
-__all__ = ["HeldInstant"]
+__all__ = ["SINGLE_INSTANTS", "HeldInstant"]

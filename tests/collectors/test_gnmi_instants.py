@@ -11,6 +11,7 @@ import pytest
 from pygnmi.spec.v080 import gnmi_pb2
 
 from fabricops.collectors.gnmi_config import GnmiEndpoint
+from fabricops.collectors.gnmi_instant import SINGLE_INSTANTS, HeldInstant
 from fabricops.collectors.gnmi_mapping import NotificationMapper
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
@@ -60,6 +61,49 @@ def test_each_instant_goes_out_as_one_frame_the_last_one_after_the_hold() -> Non
     assert counter(collector, "fabricops_gnmi_notifications_joined_total") == 4
     assert counter(collector, "fabricops_gnmi_frames_total") == 2
     assert collector.status()[DEV].frames == 2
+
+
+def test_a_target_that_sends_instants_whole_is_not_held_up_until_it_splits_one() -> None:
+    held, sent = HeldInstant(), []
+
+    def receive(t_s: int, port: str) -> None:
+        frame = Frame.build(DEV, REPLAY_TS_NS + t_s * S, "gnmi", 0, [port], ["in_octets"], [1])
+        if not held.belongs(frame):
+            sent.append(held.take())
+        held.add(frame, 0)
+        if not held.waits:
+            sent.append(held.take())
+
+    for t_s in range(SINGLE_INSTANTS + 1):  # whole instants: held until the next comes...
+        receive(t_s, "eth1")
+    assert [len(parts) for parts in sent] == [1] * (SINGLE_INSTANTS + 1), \
+        "...then the last goes out at once"
+    receive(9, "eth1")
+    receive(9, "eth2")  # a part of the instant just sent: held again from then on
+    receive(10, "eth1")
+    receive(10, "eth2")
+    receive(11, "eth1")
+    assert [[p.entities for p in parts] for parts in sent[-3:]] == [
+        [("eth1",)], [("eth2",)], [("eth1",), ("eth2",)]]
+    assert held.parts
+    assert held.waits
+
+
+def test_a_whole_instant_goes_out_at_once_once_the_target_is_known_for_them() -> None:
+    notes = [port_note("Ethernet1", t) for t in range(SINGLE_INSTANTS + 1)]
+    target = ReplayTarget(notes).start()
+    try:
+        with collecting(GnmiEndpoint(device=DEV, address=target.address,
+                                     sample_interval_s=60.0),
+                        join_hold_s=1.0) as (collector, sink):
+            wait(lambda: len(sink.frames) == SINGLE_INSTANTS + 1)
+    finally:
+        target.stop()
+    # each instant went out when the next came, the last at once: none waited its 1 s
+    quick = collector.registry.get_sample_value("fabricops_gnmi_publish_lag_seconds_bucket",
+                                                {"le": "0.5"})
+    assert quick == SINGLE_INSTANTS + 1
+    assert counter(collector, "fabricops_gnmi_notifications_joined_total") == 0
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
