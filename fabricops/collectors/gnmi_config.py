@@ -137,8 +137,8 @@ class GnmiCollectorConfig(BaseModel):
     join_hold_s: float = Field(default=0.05, gt=0, le=1.0,
                                description="How long the notifications of one instant (one "
                                "timestamp) are held for more of them before they go out as "
-                               "one frame (at most half the sample interval; not at all for "
-                               "a target that sends its instants whole)")
+                               "one frame (at most half the sample interval; only for a "
+                               "target seen to split its instants)")
     unhealthy_after_leaves: int = Field(default=10_000, ge=1,
                                         description="A target whose last this many leaf "
                                         "updates in a row mapped to nothing is down")

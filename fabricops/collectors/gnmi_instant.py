@@ -7,9 +7,11 @@ a target's frames while they share a timestamp and sends them joined
 (:func:`fabricops.core.frame_join.join_frames`) when a notification of another
 instant comes, when the target says its initial state is complete, when the
 subscription ends, or ``hold_s`` after the instant's first notification,
-whichever is first. A target that sent its last ``SINGLE_INSTANTS`` instants
-in one notification each is not held up: its notifications go out at once,
-until one comes for the instant just sent (held again from then on). Touched on
+whichever is first. Holding costs latency (``hold_s``, and more when the loop
+is busy), so only a target that splits its instants is held: a target's
+notifications go out at once until one comes for the instant just sent (that
+part goes out on its own, and the pipeline joins it); from then on its
+instants are held, until ``SINGLE_INSTANTS`` in a row came whole. Touched on
 the collector's event loop only.
 """
 
@@ -21,8 +23,8 @@ from typing import Final
 from fabricops.core.frame import Frame
 
 SINGLE_INSTANTS: Final = 3
-"""Instants in a row sent in one notification each, after which a target's
-notifications go out at once."""
+"""Instants in a row sent in one notification each, after which a held target's
+notifications go out at once again."""
 
 
 class HeldInstant:
@@ -32,7 +34,7 @@ class HeldInstant:
         self.parts: list[Frame] = []
         self.received_ns = 0
         self.timer: asyncio.TimerHandle | None = None
-        self.singles = 0  # the last instants taken that were one part each
+        self.singles = SINGLE_INSTANTS  # the last instants taken that were one part each
         self.taken_ns: int | None = None  # the time of the instant taken last
 
     def belongs(self, frame: Frame) -> bool:

@@ -43,27 +43,31 @@ def samples(frames: list[Frame]) -> set[tuple[int, str, str, float]]:
                                strict=True)}
 
 
-def test_each_instant_goes_out_as_one_frame_the_last_one_after_the_hold() -> None:
-    # two instants of a notification per port; no sync_response and nothing after the
-    # second: it goes out when its hold ends
-    target = ReplayTarget([port_note(p, t) for t in (0, 1) for p in PORTS]).start()
+def test_a_split_instant_goes_out_as_one_frame_the_last_one_after_the_hold() -> None:
+    # three instants of a notification per port; no sync_response and nothing after the
+    # third: it goes out when its hold ends
+    target = ReplayTarget([port_note(p, t) for t in (0, 1, 2) for p in PORTS]).start()
     try:
         with collecting(GnmiEndpoint(device=DEV, address=target.address),
                         join_hold_s=0.2) as (collector, sink):
-            wait(lambda: len(sink.frames) >= 2)
+            wait(lambda: len(sink.frames) >= 4)
             frames = list(sink.frames)
     finally:
         target.stop()
-    assert [((f.ts_ns - REPLAY_TS_NS) // S, f.seq) for f in frames] == [(0, 0), (1, 1)]
-    assert [f.entities for f in frames] == [tuple(f"{DEV}:{p}" for p in PORTS)] * 2
-    assert samples(frames) == {(t, p, m, v) for t in (0, 1) for p in PORTS for m, v in (
+    # the first notification went out at once (the target was not known to split its
+    # instants); the second, of the same instant, made it held from then on
+    assert [((f.ts_ns - REPLAY_TS_NS) // S, f.entities) for f in frames] == [
+        (0, (f"{DEV}:Ethernet1",)), (0, (f"{DEV}:Ethernet2", f"{DEV}:Ethernet3")),
+        (1, tuple(f"{DEV}:{p}" for p in PORTS)), (2, tuple(f"{DEV}:{p}" for p in PORTS))]
+    assert [f.seq for f in frames] == [0, 1, 2, 3]
+    assert samples(frames) == {(t, p, m, v) for t in (0, 1, 2) for p in PORTS for m, v in (
         ("in_octets", 1000 * t + int(p[-1])), ("oper_status", 1))}
-    assert counter(collector, "fabricops_gnmi_notifications_joined_total") == 4
-    assert counter(collector, "fabricops_gnmi_frames_total") == 2
-    assert collector.status()[DEV].frames == 2
+    assert counter(collector, "fabricops_gnmi_notifications_joined_total") == 5
+    assert counter(collector, "fabricops_gnmi_frames_total") == 4
+    assert collector.status()[DEV].frames == 4
 
 
-def test_a_target_that_sends_instants_whole_is_not_held_up_until_it_splits_one() -> None:
+def test_a_target_is_held_once_it_splits_an_instant_until_it_sends_them_whole() -> None:
     held, sent = HeldInstant(), []
 
     def receive(t_s: int, port: str) -> None:
@@ -74,35 +78,36 @@ def test_a_target_that_sends_instants_whole_is_not_held_up_until_it_splits_one()
         if not held.waits:
             sent.append(held.take())
 
-    for t_s in range(SINGLE_INSTANTS + 1):  # whole instants: held until the next comes...
-        receive(t_s, "eth1")
-    assert [len(parts) for parts in sent] == [1] * (SINGLE_INSTANTS + 1), \
-        "...then the last goes out at once"
-    receive(9, "eth1")
-    receive(9, "eth2")  # a part of the instant just sent: held again from then on
-    receive(10, "eth1")
-    receive(10, "eth2")
-    receive(11, "eth1")
-    assert [[p.entities for p in parts] for parts in sent[-3:]] == [
-        [("eth1",)], [("eth2",)], [("eth1",), ("eth2",)]]
-    assert held.parts
+    receive(0, "eth1")
+    receive(1, "eth1")  # whole instants go out at once
+    assert [[p.entities for p in parts] for parts in sent] == [[("eth1",)], [("eth1",)]]
+    receive(1, "eth2")  # a part of the instant just sent: held from then on
+    receive(2, "eth1")
+    receive(2, "eth2")
+    receive(3, "eth1")
+    assert [[p.entities for p in parts] for parts in sent[2:]] == [
+        [("eth2",)], [("eth1",), ("eth2",)]]
     assert held.waits
+    for t_s in range(4, 4 + SINGLE_INSTANTS):  # whole instants, held until the next...
+        receive(t_s, "eth1")
+    assert [len(parts) for parts in sent[4:]] == [1] * (SINGLE_INSTANTS + 1)
+    assert not held.waits, "...then at once again (the last)"
+    assert not held.parts
 
 
-def test_a_whole_instant_goes_out_at_once_once_the_target_is_known_for_them() -> None:
-    notes = [port_note("Ethernet1", t) for t in range(SINGLE_INSTANTS + 1)]
-    target = ReplayTarget(notes).start()
+def test_a_target_that_sends_its_instants_whole_is_never_held() -> None:
+    target = ReplayTarget([port_note("Ethernet1", t) for t in range(4)]).start()
     try:
         with collecting(GnmiEndpoint(device=DEV, address=target.address,
                                      sample_interval_s=60.0),
                         join_hold_s=1.0) as (collector, sink):
-            wait(lambda: len(sink.frames) == SINGLE_INSTANTS + 1)
+            wait(lambda: len(sink.frames) == 4)
     finally:
         target.stop()
-    # each instant went out when the next came, the last at once: none waited its 1 s
+    # each instant went out as it came: none waited its 1 s hold
     quick = collector.registry.get_sample_value("fabricops_gnmi_publish_lag_seconds_bucket",
                                                 {"le": "0.5"})
-    assert quick == SINGLE_INSTANTS + 1
+    assert quick == 4
     assert counter(collector, "fabricops_gnmi_notifications_joined_total") == 0
 
 
@@ -122,14 +127,16 @@ def test_a_dialects_instant_is_stored_whole_by_the_pipeline(dialect: str,
     parts = sum(mapper.map(n, seq=0, received_ns=1).frame is not None
                 for n in replay.notifications)
     assert parts > 1, "the replay sends its instant in parts"
-    assert len(frames) == 1, "one instant, one frame"
-    assert counter(collector, "fabricops_gnmi_notifications_joined_total") == parts - 1
+    # the first part went out alone, the rest joined once the target showed it splits
+    assert len(frames) == 2
+    assert len({f.ts_ns for f in frames}) == 1
+    assert counter(collector, "fabricops_gnmi_notifications_joined_total") == parts - 2
     store = Store(StoreConfig(url=f"sqlite:///{tmp_path / 'fabricops.db'}"))
     store.start()
     try:
         worker = bare_worker(store)
         result = worker.process(messages(*frames))
-        assert result.rejected == {}
+        assert (result.joined, result.rejected) == (1, {})
         worker.flush()
         (segment,) = store.segments(t0_ns=0, t1_ns=2**62)
         block = decode_block(segment.payload)
