@@ -3,7 +3,7 @@
 Each target's subscription runs as a task on the collector's own thread and
 event loop (grpc.aio). Every notification becomes a Frame
 (:mod:`fabricops.collectors.gnmi_mapping`); the notifications of one instant
-(one timestamp) go to the sink as one frame, on that loop, at most
+(one timestamp, or within ``join_within_s``) go to the sink as one frame, on that loop, at most
 ``join_hold_s`` after the first of them (only a target seen to split its
 instants is held: :mod:`.gnmi_instant`), so the sink must not block for long.
 When a subscription fails (target unreachable, refused, stream dropped, no
@@ -333,9 +333,10 @@ class GnmiCollector:
         if mapped.frame is None:
             return
         held = run.held
-        if not held.belongs(mapped.frame):
+        within_ns = round(min(run.endpoint.join_within_s, run.interval_s / 4) * 1e9)
+        if not held.belongs(mapped.frame, within_ns):
             self._publish(run)
-        first = held.add(mapped.frame, received)
+        first = held.add(mapped.frame, received, within_ns)
         if not held.waits:
             self._publish(run)
         elif first:

@@ -16,7 +16,7 @@ from fabricops.collectors.gnmi_dialects import PROFILES
 from fabricops.collectors.gnmi_tls import ServerCertificate, fetch_server_certificate
 from fabricops.core.backoff import Backoff
 from fabricops.core.catalogue import Scope
-from fabricops.core.inventory import GnmiProfile, Target, check_host_port
+from fabricops.core.inventory import JOIN_WITHIN, GnmiProfile, Target, check_host_port
 from fabricops.core.openconfig import OPENCONFIG, OcPath, PathSyntaxError, parse_path
 from fabricops.core.records import SamplingPolicy
 
@@ -73,6 +73,7 @@ class GnmiEndpoint(GnmiSecurity):
     encoding: Literal["PROTO", "JSON", "JSON_IETF", "ASCII"] | None = Field(
         default=None, description="Encoding asked for (default: the profile's)")
     sample_interval_s: float = Field(default=10.0, gt=0, le=3600)
+    join_within_s: float = Field(default=0.0, ge=0, le=0.1, description=JOIN_WITHIN)
 
     @field_validator("address")
     @classmethod

@@ -20,7 +20,7 @@ import difflib
 import re
 import string
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -104,6 +104,12 @@ GnmiProfile = Literal["openconfig", "arista_eos", "cisco_iosxr", "cisco_nxos", "
 """Dialect profiles of the gNMI collector (``fabricops.collectors.gnmi_dialects``)."""
 
 
+JOIN_WITHIN: Final = ("Notifications stamped within this of an instant's first are of that "
+                      "instant, and take its time (a target that stamps each notification "
+                      "as it reads it; at most a quarter of the sample interval); 0: only "
+                      "one timestamp")
+
+
 class GnmiCredentials(_Strict):
     """How a gNMI target is reached and read: dialect, paths, TLS and credentials."""
 
@@ -126,6 +132,7 @@ class GnmiCredentials(_Strict):
                                         "server certificate (overrides the address's host)")
     skip_verify: bool = Field(default=False, description="TLS without verifying the server "
                               "certificate (lab use)")
+    join_within_s: float = Field(default=0.0, ge=0, le=0.1, description=JOIN_WITHIN)
 
     @field_validator("paths")
     @classmethod

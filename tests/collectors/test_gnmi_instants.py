@@ -10,11 +10,13 @@ from typing import Any
 import pytest
 from pygnmi.spec.v080 import gnmi_pb2
 
+from fabricops.collectors.collection import gnmi_endpoints
 from fabricops.collectors.gnmi_config import GnmiEndpoint
 from fabricops.collectors.gnmi_instant import SINGLE_INSTANTS, HeldInstant
 from fabricops.collectors.gnmi_mapping import NotificationMapper
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
+from fabricops.core.inventory import InventoryError, inventory_from_dict
 from fabricops.pipeline.keyframe import decode_block
 from fabricops.store.store import Store, StoreConfig
 from tests.collectors.gnmi_replay import REPLAY_TS_NS, ReplayTarget, load_replay, notification
@@ -25,10 +27,12 @@ PORTS = ("Ethernet1", "Ethernet2", "Ethernet3")
 S = 10**9
 
 
-def port_note(port: str, t_s: int) -> bytes:
+def port_note(port: str, t_s: int, apart_ns: int = 0) -> bytes:
+    """Port ``port``'s notification of instant ``t_s``, stamped ``apart_ns`` a port later
+    than the port before it."""
     note: dict[str, Any] = {
         "prefix": {"path": f"/interfaces/interface[name={port}]/state"},
-        "timestamp": REPLAY_TS_NS + t_s * S,
+        "timestamp": REPLAY_TS_NS + t_s * S + int(port[-1]) * apart_ns,
         "update": [{"path": "counters/in-octets", "uint": 1000 * t_s + int(port[-1])},
                    {"path": "oper-status", "string": "UP"}]}
     return gnmi_pb2.SubscribeResponse(update=notification(note)).SerializeToString()
@@ -36,19 +40,23 @@ def port_note(port: str, t_s: int) -> bytes:
 
 def samples(frames: list[Frame]) -> set[tuple[int, str, str, float]]:
     """(s after the first instant, entity, metric, value) of every sample of ``frames``."""
-    return {((f.ts_ns - REPLAY_TS_NS) // S, f.entities[e].removeprefix(f"{DEV}:"),
+    return {(round((f.ts_ns - REPLAY_TS_NS) / S), f.entities[e].removeprefix(f"{DEV}:"),
              CATALOGUE.by_id(m).name, v)
             for f in frames
             for e, m, v in zip(f.entity_idx.tolist(), f.metric.tolist(), f.values().tolist(),
                                strict=True)}
 
 
-def test_a_split_instant_goes_out_as_one_frame_the_last_one_after_the_hold() -> None:
-    # three instants of a notification per port; no sync_response and nothing after the
-    # third: it goes out when its hold ends
-    target = ReplayTarget([port_note(p, t) for t in (0, 1, 2) for p in PORTS]).start()
+@pytest.mark.parametrize(("apart_ns", "within_s"), [(0, 0.0), (1_000_000, 0.01)])
+def test_a_split_instant_goes_out_as_one_frame_the_last_one_after_the_hold(
+        apart_ns: int, within_s: float) -> None:
+    # three instants of a notification per port (stamped alike, or 1 ms apart and
+    # joined within 10 ms); no sync_response and nothing after the third: it goes out
+    # when its hold ends
+    target = ReplayTarget([port_note(p, t, apart_ns) for t in (0, 1, 2) for p in PORTS]).start()
     try:
-        with collecting(GnmiEndpoint(device=DEV, address=target.address),
+        with collecting(GnmiEndpoint(device=DEV, address=target.address,
+                                     join_within_s=within_s),
                         join_hold_s=0.2) as (collector, sink):
             wait(lambda: len(sink.frames) >= 4)
             frames = list(sink.frames)
@@ -56,9 +64,10 @@ def test_a_split_instant_goes_out_as_one_frame_the_last_one_after_the_hold() -> 
         target.stop()
     # the first notification went out at once (the target was not known to split its
     # instants); the second, of the same instant, made it held from then on
-    assert [((f.ts_ns - REPLAY_TS_NS) // S, f.entities) for f in frames] == [
+    # each at the time of its instant's first notification
+    assert [(f.ts_ns - REPLAY_TS_NS - apart_ns, f.entities) for f in frames] == [
         (0, (f"{DEV}:Ethernet1",)), (0, (f"{DEV}:Ethernet2", f"{DEV}:Ethernet3")),
-        (1, tuple(f"{DEV}:{p}" for p in PORTS)), (2, tuple(f"{DEV}:{p}" for p in PORTS))]
+        (S, tuple(f"{DEV}:{p}" for p in PORTS)), (2 * S, tuple(f"{DEV}:{p}" for p in PORTS))]
     assert [f.seq for f in frames] == [0, 1, 2, 3]
     assert samples(frames) == {(t, p, m, v) for t in (0, 1, 2) for p in PORTS for m, v in (
         ("in_octets", 1000 * t + int(p[-1])), ("oper_status", 1))}
@@ -95,6 +104,27 @@ def test_a_target_is_held_once_it_splits_an_instant_until_it_sends_them_whole() 
     assert not held.parts
 
 
+def test_parts_stamped_apart_within_the_bound_are_one_instant_at_its_first_time() -> None:
+    held, ms = HeldInstant(), 1_000_000
+
+    def frame(at_ns: int, port: str) -> Frame:
+        return Frame.build(DEV, REPLAY_TS_NS + at_ns, "gnmi", 0, [port], ["in_octets"], [1])
+
+    held.add(frame(0, "eth1"), 0, 10 * ms)
+    taken = held.take()  # went out at once: the target was not seen to split
+    assert [f.ts_ns - REPLAY_TS_NS for f in taken] == [0]
+    assert held.belongs(frame(4 * ms, "eth2"), 10 * ms)
+    held.add(frame(4 * ms, "eth2"), 0, 10 * ms)  # a part of the instant just sent
+    assert held.waits
+    for at_ns, port in ((9 * ms, "eth3"), (-3 * ms, "eth4")):
+        assert held.belongs(frame(at_ns, port), 10 * ms)
+        held.add(frame(at_ns, port), 0, 10 * ms)
+    assert not held.belongs(frame(11 * ms, "eth5"), 10 * ms)
+    assert not held.belongs(frame(4 * ms, "eth5"), 0), "0: one timestamp only"
+    assert [(f.ts_ns - REPLAY_TS_NS, f.entities) for f in held.take()] == [
+        (0, ("eth2",)), (0, ("eth3",)), (0, ("eth4",))], "at the time of the instant sent"
+
+
 def test_a_target_that_sends_its_instants_whole_is_never_held() -> None:
     target = ReplayTarget([port_note("Ethernet1", t) for t in range(4)]).start()
     try:
@@ -109,6 +139,20 @@ def test_a_target_that_sends_its_instants_whole_is_never_held() -> None:
                                                 {"le": "0.5"})
     assert quick == 4
     assert counter(collector, "fabricops_gnmi_notifications_joined_total") == 0
+
+
+def test_an_inventory_sets_how_far_apart_a_targets_notifications_join() -> None:
+    def target(**gnmi: Any) -> dict[str, Any]:
+        return {"device": "sw1", "protocol": "gnmi", "address": "10.0.0.1:57400",
+                "gnmi": gnmi}
+
+    (endpoint,) = gnmi_endpoints(inventory_from_dict({"targets": [
+        target(profile="srlinux", join_within_s=0.005)]}))
+    assert endpoint.join_within_s == 0.005
+    (default,) = gnmi_endpoints(inventory_from_dict({"targets": [target()]}))
+    assert default.join_within_s == 0.0
+    with pytest.raises(InventoryError, match="join_within_s"):
+        inventory_from_dict({"targets": [target(join_within_s=0.5)]})
 
 
 @pytest.mark.parametrize("dialect", DIALECTS)
