@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from fabricops.core.bus import Message
 from fabricops.core.frame import Frame, FrameError, Source
-from fabricops.core.frame_join import adds_samples, join_frames
+from fabricops.core.frame_join import join_frames, sample_keys
 from fabricops.core.intreport import IntBatch, IntBatchError
 from fabricops.core.records import Event
 from fabricops.core.wire_frame import EntityTables
@@ -144,12 +144,13 @@ def join_instants(frames: list[tuple[Frame, Origin]]
         return frames, counts
     out, gone = list(frames), set()
     for j, members in groups.items():
-        parts = [j]
+        parts, held = [j], sample_keys([frames[j][0]])
         for i in members[1:]:
             frame, origin = frames[i]
-            if origin[1] == frames[j][1][1] and adds_samples([frames[p][0] for p in parts],
-                                                              frame):
+            keys = sample_keys([frame])
+            if origin[1] == frames[j][1][1] and not keys <= held:
                 parts.append(i)
+                held |= keys
         if len(parts) > 1:
             joined = join_frames([frames[p][0] for p in parts]).frame
             out[j] = (joined, min((frames[p][1] for p in parts), key=lambda o: o[2]))
