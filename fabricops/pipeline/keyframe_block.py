@@ -105,8 +105,8 @@ def block_from_frames(frames: Sequence[Frame]) -> SeriesBlock:
 
     Frames are sorted by ``ts_ns``; frames sharing a timestamp are the parts of one
     instant, joined (``join_frames``); of samples repeating an (entity, metric) in
-    an instant, the first is kept. A series a
-    frame lacks is absent there (``present`` False, raw 0).
+    an instant, the first is kept. A series a frame lacks is absent there
+    (``present`` False, raw 0).
     """
     kept = _sorted_unique(frames)
     names: dict[str, int] = {}

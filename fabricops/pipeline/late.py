@@ -4,13 +4,13 @@ Frames reach the pipeline late after a broker outage (a producer resends its
 buffer) or reordered between partitions. A frame is a duplicate only when its
 identity, (device, source, ts_ns), is already stored with every sample it
 gives; otherwise it is kept, whatever came before it (a part of a stored
-instant is joined to it: ``join_frames``). ``correct_windows`` takes the late frames of closed
-windows, reads what the store holds of each window (``held_windows``: its
-segment, and the times a merged segment covering it holds), and writes the
-window again with the new frames in it (one transaction per window: the old
-segment goes, the corrected segment comes; a merged segment stays, and the
-window's segment holds only what it lacks). Points already held are left as
-they are.
+instant is joined to it: ``join_frames``). ``correct_windows`` takes the late
+frames of closed windows, reads what the store holds of each window
+(``held_windows``: its segment, and the times a merged segment covering it
+holds), and writes the window again with the new frames in it (one
+transaction per window: the old segment goes, the corrected segment comes; a
+merged segment stays, and the window's segment holds only what it lacks).
+Points already held are left as they are.
 
 Late frames are stored but never stepped through their stream: the events a
 late frame would have raised are not raised (their rates would be computed

@@ -25,8 +25,8 @@ in the batch (``join_instants``), and a part that comes in a later batch joins
 its window unstepped, as a late frame does. A frame older than its stream's
 newest is stored all the same: into its window if that is still held, else by
 correcting the stored window (:mod:`fabricops.pipeline.late`). A record the
-worker cannot take goes to the dead-letter topic with its reason; the consumer loop
-(:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
+worker cannot take goes to the dead-letter topic with its reason; the consumer
+loop (:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
 that fails, and the worker forgets the failed batch (``recover``) before it
 goes on.
 
