@@ -3,13 +3,14 @@
 Each target's subscription runs as a task on the collector's own thread and
 event loop (grpc.aio). Every notification becomes a Frame
 (:mod:`fabricops.collectors.gnmi_mapping`); the notifications of one instant
-(one timestamp, or within ``join_within_s``) go to the sink as one frame, on that loop, at most
-``join_hold_s`` after the first of them (only a target seen to split its
-instants is held: :mod:`.gnmi_instant`), so the sink must not block for long.
-When a subscription fails (target unreachable, refused, stream dropped, no
-first answer within ``connect_timeout_s``, or silent for the stall timeout)
-the target is marked down with the error in its status and the collector
-resubscribes on a fresh channel for ever (``keep_subscribed``), after a backoff that doubles from
+(one timestamp, or within the target's ``join_within_s``) go to the sink as
+one frame, on that loop, at most ``join_hold_s`` after the first of them (only
+a target seen to split its instants is held: :mod:`.gnmi_instant`), so the
+sink must not block for long. When a subscription fails (target unreachable,
+refused, stream dropped, no first answer within ``connect_timeout_s``, or
+silent for the stall timeout) the target is marked down with the error in its
+status and the collector resubscribes on a fresh channel for ever
+(``keep_subscribed``), after a backoff that doubles from
 ``backoff_initial_s`` per failure in a row, is jittered, and never passes
 ``backoff_max_s`` (at most 5 s: a device back from an outage of any length is
 subscribed again within that, and streams once it answers). A target's outage
