@@ -12,8 +12,10 @@ must come in time order; the caller drops a frame not newer than
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,12 +111,17 @@ class SeriesStream:
             stream._slot = {k: i for i, k in enumerate(stream._keys)}
             last = int(saved["last_ts_ns"])
             stream.last_ts_ns = None if last < 0 else last
-            return stream._settle([saved[name] for name in cls._ARRAYS])
+            return stream._settle([saved.get(name) for name in cls._ARRAYS])
 
-    def _settle(self, arrays: list[NDArray[Any]]) -> SeriesStream:
-        """Put a checkpoint's arrays (in ``_ARRAYS`` order) in new slots of the bank."""
+    def _settle(self, arrays: Sequence[NDArray[Any] | None]) -> SeriesStream:
+        """Put a checkpoint's arrays (in ``_ARRAYS`` order) in new slots of the bank; one
+        written before ``last_ts`` has each series' last value at the stream's last time."""
+        since = np.full(len(self._keys), self.last_ts_ns or 0, np.int64)
+        full = [since if a is None else a
+                for a in itertools.islice(itertools.chain(arrays, itertools.repeat(None)),
+                                          len(self._ARRAYS))]
         self.gslot = self.bank.alloc(len(self._keys))
-        for name, array in zip(self._ARRAYS, arrays, strict=True):
+        for name, array in zip(self._ARRAYS, full, strict=True):
             getattr(self.bank, name)[self.gslot] = array[:len(self._keys)]
         return self
 

@@ -2,9 +2,11 @@
 
 A ``StreamBank`` holds one slot for every series of every stream it serves:
 the series' metric, last raw value, whether it had one, whether it is inside
-a threshold condition or an anomaly, and its rate's EWMA (mean, variance,
-samples learnt). A stream (:class:`~fabricops.pipeline.stream.SeriesStream`)
-maps its series to slots.
+a threshold condition or an anomaly, its rate's EWMA (mean, variance, samples
+learnt), and the time of its last value. A counter's rate is over the time
+since its own last value: a stream's frames need not all hold the same series
+(a device's state changes sent on their own between its samples). A stream
+(:class:`~fabricops.pipeline.stream.SeriesStream`) maps its series to slots.
 
 ``step`` advances frames of distinct streams at once: counter rates
 (:func:`~fabricops.pipeline.rates.frame_rates`), state
@@ -50,8 +52,9 @@ class StepResult:
 COLUMNS: tuple[tuple[str, type], ...] = (
     ("metric", np.uint16), ("last_raw", np.uint64), ("have", np.bool_),
     ("active", np.bool_), ("odd", np.bool_), ("mean", np.float64), ("var", np.float64),
-    ("count", np.int64))
-"""A slot's state: the arrays of a bank, and of a stream's checkpoint, in this order."""
+    ("count", np.int64), ("last_ts", np.int64))
+"""A slot's state: the arrays of a bank, and of a stream's checkpoint, in this order
+(checkpoints written before ``last_ts`` lack it)."""
 
 PACKED: tuple[tuple[str, int], ...] = (
     ("slots", 0), ("counters", 1), ("counter_slots", 1), ("states", 2), ("state_slots", 2),
@@ -84,6 +87,7 @@ class StreamBank:
         self.mean = np.zeros(0)
         self.var = np.zeros(0)
         self.count = np.zeros(0, np.int64)
+        self.last_ts = np.zeros(0, np.int64)
 
     def alloc(self, n: int) -> NDArray[np.int64]:
         """``n`` new slots, zeroed."""
@@ -115,6 +119,7 @@ class StreamBank:
             out[f].events.append(event)
         self.last_raw[step.slots] = step.raw
         self.have[step.slots] = True
+        self.last_ts[step.slots] = np.repeat(step.ts, step.counts[:, 0])
         for stream, frame in items:
             stream.last_ts_ns = frame.ts_ns
         return out
@@ -147,9 +152,7 @@ class _Pass:
         self.nc, self.cpos, self.cslots = self._joined("counters", "counter_slots", self.off)
         self.cframe = np.repeat(np.arange(n), self.nc)
         self.cstart = np.cumsum(self.nc) - self.nc
-        # seconds since the stream's last frame (NaN: no rate, as for its first frame)
-        self.dt_s = np.array([np.nan if s.last_ts_ns is None or f.ts_ns <= s.last_ts_ns
-                              else (f.ts_ns - s.last_ts_ns) / 1e9 for s, f in items])
+        self.ts = np.array([f.ts_ns for _, f in items], np.int64)
         self.rate = np.full(len(self.cpos) + 1, np.nan)  # per counter, then NaN (no rate)
 
     def _field(self, name: str) -> NDArray[np.int64]:
@@ -190,13 +193,15 @@ class _Pass:
                         value=value, severity=severity, detail=detail)
 
     def rates(self, out: list[StepResult]) -> None:
-        """Each counter's rate where it had a value and its stream an earlier frame."""
+        """Each counter's rate where it had an earlier value: over the time since it."""
         bank, slots = self.bank, self.cslots
         if not len(slots):
             return
-        dt = np.repeat(self.dt_s, self.nc)
+        since = self.ts[self.cframe] - bank.last_ts[slots]  # since the counter's last value
+        known = bank.have[slots] & (since > 0)
+        dt = np.where(known, since, 1) / 1e9
         step = frame_rates(bank.last_raw[slots], self.raw[self.cpos], dt, self.cframe,
-                           len(self.items), bank.have[slots] & ~np.isnan(dt))
+                           len(self.items), known)
         self.rate[:-1] = step.rate
         for f in np.flatnonzero(step.reset).tolist():
             out[f].reset = True

@@ -12,7 +12,7 @@ import pytest
 from fabricops.core.catalogue import CATALOGUE
 from fabricops.core.frame import Frame
 from fabricops.core.records import EventKind
-from fabricops.pipeline.events import EventConfig, EventRules
+from fabricops.pipeline.events import EventConfig, EventRules, ThresholdRule
 from fabricops.pipeline.stream import SeriesStream
 from fabricops.pipeline.stream_bank import StepQueue, StepResult, StreamBank
 
@@ -174,3 +174,27 @@ def test_a_frame_at_its_streams_last_time_gives_no_rate() -> None:
     later = stream.step(Frame.build("leaf-1", T0 + 10**9, "gnmi", 2, ["leaf-1:eth0"],
                                     ["in_errors"], [600]))
     assert [(e.kind, e.value) for e in later.events] == [(EventKind.THRESHOLD, 100.0)]
+
+
+def test_a_counters_rate_is_over_the_time_since_its_own_last_value() -> None:
+    """A state change sent on its own between two samples (a gNMI ON_CHANGE update) is
+    a frame of the stream too; the octets' rate at the next sample is still over the
+    second since the octets' last value, not the half since that frame."""
+    rule = ThresholdRule(metric="in_octets", limit=1500.0)
+    stream = SeriesStream("leaf-1", "gnmi", EventRules(EventConfig(thresholds=(rule,))))
+    ports = ["leaf-1:eth1", "leaf-1:eth2"]
+    stream.step(Frame.build("leaf-1", T0, "gnmi", 0, ports, ["in_octets"] * 2, [0, 0]))
+    stream.step(Frame.build("leaf-1", T0 + 10**9 // 2, "gnmi", 1, ["leaf-1:eth2"],
+                            ["oper_status"], [2]))
+    at_1s = stream.step(Frame.build("leaf-1", T0 + 10**9, "gnmi", 2, ports,
+                                    ["in_octets"] * 2, [1000, 2000]))
+    assert [(e.entity, e.value) for e in at_1s.events] == [("leaf-1:eth2", 2000.0)]
+    at_2s = stream.step(Frame.build("leaf-1", T0 + 2 * 10**9, "gnmi", 3, ["leaf-1:eth1"],
+                                    ["in_octets"], [4000]))
+    assert [(e.entity, e.value) for e in at_2s.events] == [("leaf-1:eth1", 3000.0)]
+    at_3s = stream.step(Frame.build("leaf-1", T0 + 3 * 10**9, "gnmi", 4, ports,
+                                    ["in_octets"] * 2, [5000, 3000]))
+    # eth1: 1000 in the second since its value at 2 s; eth2: 1000 over the two seconds
+    # since its value at 1 s, 500/s
+    assert [(e.entity, e.kind, e.value) for e in at_3s.events] == [
+        ("leaf-1:eth1", EventKind.CLEARED, 1000.0), ("leaf-1:eth2", EventKind.CLEARED, 500.0)]

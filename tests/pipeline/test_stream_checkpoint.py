@@ -71,3 +71,28 @@ def test_an_npz_checkpoint_of_an_earlier_version_still_resumes(deflated: bool) -
     archive = _npz(stream)
     state = zlib.compress(archive, 1) if deflated else archive
     assert _same(stream, SeriesStream.resume("leaf-1", "gnmi", stream.rules, state))
+
+
+@pytest.mark.parametrize("form", ["foss", "npz"])
+def test_a_checkpoint_without_series_times_resumes_them_at_the_streams_time(
+        form: str) -> None:
+    """Checkpoints saved before the bank kept each series' last time (no ``last_ts``
+    array) resume with every series last seen at the stream's last time."""
+    stream = _stream(3)
+    older = [k for k in SeriesStream._ARRAYS if k != "last_ts"]
+    if form == "npz":
+        buf = io.BytesIO()
+        np.savez(buf, keys=np.array(json.dumps(stream._keys)),
+                 last_ts_ns=np.array(stream.last_ts_ns, np.int64),
+                 **{k: stream.column(k) for k in older})
+        state = buf.getvalue()
+    else:
+        arrays = [stream.column(k) for k in older]
+        head = json.dumps({"keys": stream._keys, "last_ts_ns": stream.last_ts_ns,
+                           "arrays": [[a.dtype.str, len(a)] for a in arrays]}).encode()
+        state = zlib.compress(b"".join((SeriesStream.STATE_MAGIC,
+                                        len(head).to_bytes(4, "little"), head,
+                                        *(a.tobytes() for a in arrays))))
+    again = SeriesStream.resume("leaf-1", "gnmi", stream.rules, state)
+    assert _same(stream, again)
+    assert (again.column("last_ts") == T0 + 2 * 10**9).all()
