@@ -104,7 +104,8 @@ class StreamBank:
 
     def step(self, items: Sequence[tuple[SeriesStream, Frame]]) -> list[StepResult]:
         """Advance each stream by its frame: streams distinct, each frame newer than its
-        stream's ``last_ts_ns``. One result a frame, in order."""
+        stream's ``last_ts_ns`` or at it (a part of that instant: its series' rates are
+        over the time since their own last values). One result a frame, in order."""
         if not items:
             return []
         lays = [stream.layout_of(frame) for stream, frame in items]
@@ -297,8 +298,8 @@ class StepQueue:
         self._n = 0
 
     def add(self, stream: SeriesStream, frame: Frame, emit: bool) -> None:
-        """Queue ``frame`` (newer than ``last_ts_ns(stream)``); ``emit`` False: its
-        events are dropped (it only warms the stream up)."""
+        """Queue ``frame`` (newer than ``last_ts_ns(stream)``, or at it: a part of that
+        instant); ``emit`` False: its events are dropped (it only warms the stream up)."""
         self._queued.setdefault(stream, []).append((self._n, frame, emit))
         self._n += 1
 

@@ -22,9 +22,10 @@ A frame is a duplicate only when its identity (device, source, ts_ns) is
 held already with every sample it gives; the parts of one instant (a gNMI
 target's notification per interface, each a frame) are joined into one frame
 in the batch (``join_instants``), and a part that comes in a later batch joins
-its window unstepped, as a late frame does. A frame older than its stream's
-newest is stored all the same: into its window if that is still held, else by
-correcting the stored window (:mod:`fabricops.pipeline.late`). A record the
+its window, and steps its series if its instant is the stream's newest. A
+frame older than its stream's newest is stored all the same: into its window
+if that is still held, else by correcting the stored window
+(:mod:`fabricops.pipeline.late`). A record the
 worker cannot take goes to the dead-letter topic with its reason; the consumer
 loop (:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
 that fails, and the worker forgets the failed batch (``recover``) before it
@@ -286,7 +287,8 @@ class PipelineWorker:
         restart, and opens its window. A frame whose (device, source, ts_ns)
         is held already with every sample it gives is a duplicate (``parts``:
         the records joined in it, counted so); one giving more is a part of a
-        held instant, kept as a late frame is.
+        held instant: kept as a late frame is, and, of the stream's newest
+        instant, its series stepped too.
         """
         key = (frame.device, frame.source.value)
         stream = self._streams.get(key)
@@ -300,8 +302,12 @@ class PipelineWorker:
             if held is not None:
                 if frame.ts_ns in held.ts_ns and not held.adds(frame):
                     self.aside.duplicate(result, parts)
+                    return
+                held.add(frame, origin)
+                if frame.ts_ns == last_ts_ns:
+                    self._steps.add(stream, frame, emit)  # a part of the newest instant
+                    result.joined += parts
                 else:
-                    held.add(frame, origin)
                     result.late += parts
                 return
             if frame.ts_ns < self.windows.written_before.get(key, 0) or (

@@ -51,17 +51,20 @@ def test_the_parts_of_each_instant_are_joined_stepped_and_stored(store: Store) -
     assert stored(store) == {p: [10, 20, 30] for p in PORTS}
 
 
-def test_a_part_in_a_later_batch_is_kept_and_only_a_copy_is_a_duplicate(
+def test_a_part_in_a_later_batch_is_kept_and_stepped_and_only_a_copy_is_a_duplicate(
         store: Store) -> None:
     worker = bare_worker(store)
-    eth1, eth2, eth3 = instant(10)
-    worker.process(messages(eth1, eth2))
-    later = worker.process(messages(eth3, offset=2))
-    assert (later.late, later.rejected) == (1, {})
-    again = worker.process(messages(eth3, eth1, offset=3))
+    eth1, eth2, eth3 = instant(10, eth3_errors=20)
+    worker.process(messages(*instant(5), eth1, eth2))
+    later = worker.process(messages(eth3, offset=5))
+    assert (later.frames, later.joined, later.late, later.rejected) == (1, 1, 0, {})
+    # stepped: eth3's errors over the 5 s since its own last value
+    assert [(e.entity, e.metric, e.value) for e in later.events] == [
+        ("leaf-9:eth3", "in_fcs_errors", 4.0)]
+    again = worker.process(messages(eth3, eth1, offset=6))
     assert again.rejected == {"duplicate": 2}
     worker.flush()
-    assert stored(store) == {p: [10] for p in PORTS}
+    assert stored(store) == {p: [5, 10] for p in PORTS}
 
 
 def test_a_part_of_a_written_window_is_joined_to_its_stored_instant(store: Store) -> None:
@@ -82,7 +85,8 @@ def test_parts_from_two_partitions_are_kept_apart_and_both_held(store: Store) ->
     eth1, eth2, _ = instant(10)
     other = Message(TOPIC, 1, 5, b"leaf-9", eth2.encode(), 0)
     result = worker.process([*messages(eth1), other])
-    assert (result.joined, result.late, result.rejected) == (0, 1, {})
+    # not joined in the batch (each keeps its offset), the second stepped as a part
+    assert (result.frames, result.joined, result.late, result.rejected) == (2, 1, 0, {})
     assert worker.windows.holds() == {(TOPIC, 0): 0, (TOPIC, 1): 5}
     worker.flush()
     assert stored(store) == {"eth1": [10], "eth2": [10]}
