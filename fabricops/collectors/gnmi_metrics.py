@@ -59,8 +59,8 @@ class GnmiMetrics:
                               "Notifications joined to an earlier one of the same instant "
                               "(one timestamp) in one frame", ["device"], registry=registry)
         self.repeats = Counter("fabricops_gnmi_samples_repeated",
-                               "Samples left out of a joined frame: an earlier notification "
-                               "of the instant gave that entity and metric", ["device"],
+                               "Samples left out of a joined frame: a later notification of "
+                               "the instant gave that entity and metric again", ["device"],
                                registry=registry)
         self.errors = Counter("fabricops_gnmi_errors", "Failures and skipped input, by reason",
                               ["device", "reason"], registry=registry)

@@ -108,7 +108,7 @@ def block_from_frames(frames: Sequence[Frame]) -> SeriesBlock:
     an instant, the first is kept. A series a frame lacks is absent there
     (``present`` False, raw 0).
     """
-    kept = _sorted_unique(frames)
+    kept = _instants(frames)
     names: dict[str, int] = {}
     if all(_same_layout(b, a) for a, b in pairwise(kept)):  # one layout
         keys = _sample_keys(kept[0], names)
@@ -155,7 +155,9 @@ def _same_layout(a: Frame, b: Frame) -> bool:
         a.metric is b.metric or np.array_equal(a.metric, b.metric))
 
 
-def _sorted_unique(frames: Sequence[Frame]) -> list[Frame]:
+def _instants(frames: Sequence[Frame]) -> list[Frame]:
+    """``frames`` in time order, those sharing a time joined (the first keeps a sample
+    they repeat)."""
     if not frames:
         raise KeyframeError("no frames to build a block from")
     device, source = frames[0].device, frames[0].source

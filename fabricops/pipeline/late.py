@@ -4,7 +4,7 @@ Frames reach the pipeline late after a broker outage (a producer resends its
 buffer) or reordered between partitions. A frame is a duplicate only when its
 identity, (device, source, ts_ns), is already stored with every sample it
 gives; otherwise it is kept, whatever came before it (a part of a stored
-instant is joined to it: ``join_frames``). ``correct_windows`` takes the late
+instant is joined to it when the block is built). ``correct_windows`` takes the late
 frames of closed windows, reads what the store holds of each window
 (``held_windows``: its segment, and the times a merged segment covering it
 holds), and writes the window again with the new frames in it (one
@@ -19,7 +19,6 @@ against a newer sample).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -27,7 +26,7 @@ from typing import Final
 import numpy as np
 
 from fabricops.core.frame import Frame, Source
-from fabricops.core.frame_join import adds_samples, join_frames
+from fabricops.core.frame_join import adds_samples
 from fabricops.pipeline.keyframe import SeriesBlock, decode_block
 from fabricops.pipeline.segment_merge import MAX_SPAN_S
 from fabricops.store.records import SegmentRecord
@@ -74,34 +73,20 @@ class Held:
     within: dict[int, Frame]
     covered: set[int]
 
-    def has(self, ts_ns: int) -> bool:
-        return ts_ns in self.within or ts_ns in self.covered
-
-    def to_write(self, frames: dict[int, Frame]) -> list[Frame]:
-        """``frames`` (by ts_ns), oldest first, as the window's own segment is written:
-        without the new ones whose times a segment outside the window holds, and
-        without covered times before its first uncovered one. So a window written
+    def to_write(self, frames: Iterable[Frame]) -> list[Frame]:
+        """``frames`` (what the window holds first, then what it gets: the parts of an
+        instant are joined in that order when the block is built), oldest first, as
+        the window's own segment is written: without the new ones whose times a segment
+        outside the window holds, and without covered times before its first uncovered
+        one. So a window written
         again has more points than before or another start (a merge relies on that
         to see the change), and its key (start, first sequence number) is never that
         of a segment outside the window, which starts at a covered time or before the
         window."""
-        rows = [frames[t] for t in sorted(frames) if t in self.within or t not in self.covered]
+        rows = sorted((f for f in frames if f.ts_ns in self.within or f.ts_ns not in self.covered),
+                      key=lambda f: f.ts_ns)
         lead = next((i for i, f in enumerate(rows) if f.ts_ns not in self.covered), len(rows))
         return rows[lead:]
-
-
-def by_instant(*frames: Iterable[Frame]) -> dict[int, Frame]:
-    """The frames of one stream by ts_ns, the parts of an instant joined (``join_frames``:
-    of samples they repeat, the first is kept, so what was held stays as it was)."""
-    out: dict[int, Frame] = {}
-    parts: dict[int, list[Frame]] = {}
-    for frame in itertools.chain(*frames):
-        held = out.setdefault(frame.ts_ns, frame)
-        if held is not frame:
-            parts.setdefault(frame.ts_ns, [held]).append(frame)
-    for ts_ns, group in parts.items():
-        out[ts_ns] = join_frames(group, later_wins=False).frame
-    return out
 
 
 def held_windows(store: Store, windows: Sequence[WindowKey], window_ns: int
@@ -156,17 +141,19 @@ def correct_windows(store: Store, late: Sequence[Frame], window_ns: int,
     for (device, source, index), frames in sorted(groups.items()):
         t0, t1 = index * window_ns, (index + 1) * window_ns
         have = held[(device, source, index)]
-        new: dict[int, Frame] = {}
+        new: list[Frame] = []
+        instants: dict[int, list[Frame]] = {}  # the frames of each time: held, then new
         for f in frames:
-            base = new.get(f.ts_ns) or have.within.get(f.ts_ns)
-            if f.ts_ns in have.covered or (base is not None and not adds_samples([base], f)):
+            instant = instants.setdefault(f.ts_ns, [have.within[f.ts_ns]]
+                                          if f.ts_ns in have.within else [])
+            if f.ts_ns in have.covered or (instant and not adds_samples(instant, f)):
                 done.duplicates += 1
-            else:  # a new time, or a part of a held instant: joined to it
-                new[f.ts_ns] = f if base is None else join_frames([base, f],
-                                                                   later_wins=False).frame
+            else:  # a new time, or a part of a held instant (the block joins them)
+                instant.append(f)
+                new.append(f)
         if not new:
             continue
-        rows = have.to_write({**have.within, **new})
+        rows = have.to_write([*have.within.values(), *new])
         store.close_window([segment_of(device, source, rows)], device=device, source=source,
                            before_ts_ns=t1, window=(t0, t1))
         done.stored += len(new)

@@ -116,13 +116,11 @@ class SeriesStream:
     def _settle(self, arrays: Sequence[NDArray[Any] | None]) -> SeriesStream:
         """Put a checkpoint's arrays (in ``_ARRAYS`` order) in new slots of the bank; one
         written before ``last_ts`` has each series' last value at the stream's last time."""
-        since = np.full(len(self._keys), self.last_ts_ns or 0, np.int64)
-        full = [since if a is None else a
-                for a in itertools.islice(itertools.chain(arrays, itertools.repeat(None)),
-                                          len(self._ARRAYS))]
-        self.gslot = self.bank.alloc(len(self._keys))
-        for name, array in zip(self._ARRAYS, full, strict=True):
-            getattr(self.bank, name)[self.gslot] = array[:len(self._keys)]
+        n = len(self._keys)
+        since = np.full(n, self.last_ts_ns or 0, np.int64)  # for ``last_ts``, if missing
+        self.gslot = self.bank.alloc(n)
+        for name, array in itertools.zip_longest(self._ARRAYS, arrays):
+            getattr(self.bank, name)[self.gslot] = (since if array is None else array)[:n]
         return self
 
     def layout_of(self, frame: Frame) -> _Layout:

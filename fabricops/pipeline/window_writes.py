@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from fabricops.core.frame import Frame
 from fabricops.pipeline.intake import segments_of
-from fabricops.pipeline.late import PREFETCH, by_instant, held_windows
+from fabricops.pipeline.late import PREFETCH, held_windows
 from fabricops.pipeline.windows import StreamKey, Window, WindowBook
 from fabricops.store.records import WindowClose
 from fabricops.store.store import Store
@@ -46,9 +46,9 @@ def write_complete(book: WindowBook, store: Store, snapshot: Callable[[StreamKey
         if key not in ahead:
             ahead = held_windows(store, [(*w.key, w.index) for w in queue[i:i + PREFETCH]],
                                  window_ns)
-        frames = by_instant(ahead[key].within.values(), window.frames)
+        frames = [*ahead[key].within.values(), *window.frames]
         rows = ahead[key].to_write(frames)
-        group.append((window, max(frames) + 1, rows))
+        group.append((window, max(f.ts_ns for f in frames) + 1, rows))
         samples += sum(len(f.raw) for f in rows)
         if samples >= group_samples or i == len(queue) - 1:
             done += _closes(group, window_ns, snapshot)

@@ -25,9 +25,9 @@ in the batch (``join_instants``), and a part that comes in a later batch joins
 its window, and steps its series if its instant is the stream's newest. A
 frame older than its stream's newest is stored all the same: into its window
 if that is still held, else by correcting the stored window
-(:mod:`fabricops.pipeline.late`). A record the
-worker cannot take goes to the dead-letter topic with its reason; the consumer
-loop (:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
+(:mod:`fabricops.pipeline.late`). A record the worker cannot take goes to the
+dead-letter topic with its reason; the consumer loop
+(:class:`~fabricops.core.consumer.ConsumerLoop`) sets aside anything else
 that fails, and the worker forgets the failed batch (``recover``) before it
 goes on.
 

@@ -347,11 +347,11 @@ def test_a_window_written_again_keeps_what_it_held_and_drops_only_new_covered_ti
         return {f[t].ts_ns: f[t] for t in times}
 
     held = Held(within=at(70, 100), covered=set(at(90, 100)))
-    rows = held.to_write(at(70, 100, 80, 90))
+    rows = held.to_write(at(70, 100, 80, 90).values())
     assert [(r.ts_ns - T0) // S for r in rows] == [70, 80, 100], \
         "100 was the window's own: kept, so the segment only grows; 90 is held elsewhere"
     held = Held(within=at(60, 100), covered=set(at(60)))
-    rows = held.to_write(at(60, 100, 80))
+    rows = held.to_write(at(60, 100, 80).values())
     assert [(r.ts_ns - T0) // S for r in rows] == [80, 100], \
         "a covered first time goes: the segment starts elsewhere, never at a merged key"
 
