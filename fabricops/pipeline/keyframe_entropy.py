@@ -76,18 +76,19 @@ class EntropyStream:
         self.lookback = lookback
 
     def write(self, out: list[bytes], modes: kp.U8, e: U64) -> None:
-        lag = modes != kp.XOR_MODE
-        s = e.view(np.int64).copy()
-        g = np.ones(len(e), np.uint64)
-        if lag.any():
-            g[lag] = kp.common_divisors(s[lag])
-            s[lag] //= g[lag].astype(np.int64)[:, None]
-        groups = kp.width_codes(kp.zigzag(s.view(np.uint64)))
+        s, g = _divided(e, modes != kp.XOR_MODE)
+        z = kp.zigzag(s.view(np.uint64))
+        groups = kp.width_codes(z)
         if self.lookback:
             groups[(modes == kp.NORM_MODE) & (groups > 0)] |= LOOKBACK_GROUP
         out += [modes.tobytes(), kp.shuffle(g), groups.tobytes()]
-        for code in np.unique(groups[groups > 0]).tolist():
-            out += _group_chunk(s[groups == code], code)
+        codes = np.unique(groups[groups > 0]).tolist()
+        if len(codes) == 1 and groups.all():  # one group of every row: no gather
+            out += _group_chunk(s, z, codes[0])
+            return
+        for code in codes:
+            rows = groups == code
+            out += _group_chunk(s[rows], z[rows], code)
 
     def size(self, modes: kp.U8, e: U64) -> int:
         """The bytes ``write`` appends for these rows."""
@@ -125,12 +126,33 @@ class EntropyStream:
                                       "exactly the rate rows")
 
 
-def _group_chunk(s: NDArray[np.int64], code: int) -> list[bytes]:
-    """Header and bytes of one group: pcodec, or packed where that is smaller after zstd."""
+def _divided(e: U64, lag: NDArray[np.bool_]) -> tuple[NDArray[np.int64], U64]:
+    """The residuals as int64, the ``lag`` rows divided by their common divisor, and
+    each row's divisor (1 for the others); ``e`` itself where every divisor is 1."""
+    s = e.view(np.int64)
+    g = np.ones(len(e), np.uint64)
+    if not lag.any():
+        return s, g
+    whole = bool(lag.all())
+    div = kp.common_divisors(s if whole else s[lag])
+    if (div == 1).all():
+        return s, g
+    g[lag] = div
+    s = s.copy()
+    if whole:
+        s //= div.astype(np.int64)[:, None]
+    else:
+        s[lag] //= div.astype(np.int64)[:, None]
+    return s, g
+
+
+def _group_chunk(s: NDArray[np.int64], z: U64, code: int) -> list[bytes]:
+    """Header and bytes of one group (``z`` the zigzag of ``s``): pcodec, or packed where
+    that is smaller after zstd."""
     config = _LOOKBACK if code & LOOKBACK_GROUP else _CONFIG
     code &= ~LOOKBACK_GROUP
     chunk = standalone.simple_compress(np.ascontiguousarray(s).ravel(), config)
-    packed = kp.pack_group(kp.zigzag(s.view(np.uint64)), code)
+    packed = kp.pack_group(z, code)
     estimate = _local.__dict__.get("zstd") or _local.__dict__.setdefault(
         "zstd", zstandard.ZstdCompressor(level=3))
     if len(estimate.compress(packed)) < len(chunk):
