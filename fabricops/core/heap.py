@@ -16,6 +16,8 @@ once ``YOUNG`` objects are new rather than 700 (CPython's default before
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Final
 
 YOUNG: Final = 10_000
@@ -33,3 +35,25 @@ def settle() -> int:
     if young:
         gc.set_threshold(max(young, YOUNG), middle, old)
     return gc.get_freeze_count()
+
+
+@contextmanager
+def paused() -> Iterator[None]:
+    """No automatic collection while the block runs; as it was after.
+
+    For a bulk of objects that hold no reference cycle (a tick's frames, one per
+    device). Made with the collector on, 100,000 of them set off ten young
+    collections, each moving its survivors a generation up, and so a middle or
+    full collection every few ticks: at 100,000 devices a tick spent 60 ms in
+    the collector for 40 ms of its own work. Paused, they meet one young
+    collection, after. Nothing is lost: with no cycle, every object is freed
+    by its reference count as before. Where automatic collection was off, it
+    stays off; nested or in several threads, it is on again once the first
+    block that found it on ends."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

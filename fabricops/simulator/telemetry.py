@@ -23,6 +23,7 @@ from fabricops.simulator.fabric import Fabric
 F64 = npt.NDArray[np.float64]
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
+U16 = npt.NDArray[np.uint16]
 Ports = npt.NDArray[np.integer[Any]]
 B = npt.NDArray[np.bool_]
 
@@ -122,14 +123,20 @@ class Telemetry:
         widest = max((len(fab.node_ports(n)) for n in range(fab.n_nodes)), default=0)
         zeros = np.zeros(widest * len(both), np.uint64)  # shared by every template
         templates = []
+        layouts: dict[tuple[bool, int], tuple[npt.NDArray[np.uint32], U16]] = {}
         for node in range(fab.n_nodes):
             ports = fab.node_ports(node)
-            ids = both if fab.node_is_host[node] else port_ids
+            host = bool(fab.node_is_host[node])
             n = len(ports)
-            idx = np.repeat(np.arange(n, dtype=np.uint32), len(ids))
+            layout = layouts.get((host, n))
+            if layout is None:  # nodes of one kind and port count share their columns
+                ids = both if host else port_ids
+                layout = layouts[host, n] = _read_only(
+                    np.repeat(np.arange(n, dtype=np.uint32), len(ids)), np.tile(ids, n))
+            idx, metric = layout
             templates.append(Frame(fab.node_ids[node], 0, Source.SIM, 0,
-                                   fab.port_ids[ports.start:ports.stop], idx,
-                                   np.tile(ids, n), zeros[:len(idx)]))
+                                   fab.port_ids[ports.start:ports.stop], idx, metric,
+                                   zeros[:len(idx)]))
         return templates
 
     def _port_parts(self, ports: slice | npt.NDArray[np.int64]) -> tuple[U64, ...]:
@@ -193,6 +200,12 @@ class Telemetry:
             a = first * (size // (stop - start)) if stop > start else 0
             cuts.append((host, a, a + size))
         return cuts
+
+
+def _read_only(idx: npt.NDArray[np.uint32], metric: U16
+               ) -> tuple[npt.NDArray[np.uint32], U16]:
+    idx.flags.writeable = metric.flags.writeable = False
+    return idx, metric
 
 
 def _as_slice(index: npt.NDArray[np.int64]) -> slice | npt.NDArray[np.int64]:
