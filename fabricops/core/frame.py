@@ -123,7 +123,8 @@ class Frame:
                    raws: Sequence[NDArray[np.uint64]]) -> list[Frame]:
         """``like.again(ts_ns, seq, raw)`` for each ``like`` with its ``seq`` and ``raw``, in
         one loop, without a call each (the twin cuts thousands a tick), the collector
-        paused (frames hold no cycle: ``heap.paused``)."""
+        paused (frames hold no cycle: ``heap.paused``) and its young collections made
+        rare enough for such bulks to come and go between them (``heap.make_room``)."""
         new, put = object.__new__, object.__setattr__
         out: list[Frame] = []
         add = out.append
@@ -134,6 +135,7 @@ class Frame:
                 parts["ts_ns"], parts["seq"], parts["raw"] = ts_ns, seq, raw
                 put(frame, "__dict__", parts)
                 add(frame)
+        heap.make_room(2 * len(out))  # a frame and its attribute dict each
         return out
 
     @property

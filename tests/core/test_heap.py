@@ -68,12 +68,33 @@ def test_paused_stops_automatic_collection_and_puts_it_back_as_it_was() -> None:
         gc.enable()
 
 
-def test_frames_made_again_in_bulk_leave_the_collector_on() -> None:
+def test_frames_made_again_in_bulk_leave_the_collector_on_with_room_for_them() -> None:
     like = Frame("leaf-1", 1, Source.SIM, 1, ("eth1",), np.zeros(2, np.uint32),
                  np.array([1, 2], np.uint16), np.zeros(2, np.uint64))
     raws = [np.arange(2, dtype=np.uint64) + i for i in range(3)]
-    made = Frame.again_each([like] * 3, 5, [7, 8, 9], raws)
-    assert gc.isenabled()
+    threshold = gc.get_threshold()
+    try:
+        gc.set_threshold(4, 10, 10)
+        made = Frame.again_each([like] * 3, 5, [7, 8, 9], raws)
+        assert gc.isenabled()
+        assert gc.get_threshold()[0] == 12  # room for a bulk of 3 frames and their dicts
+    finally:
+        gc.set_threshold(*threshold)
     assert [(f.ts_ns, f.seq, f.raw.tolist()) for f in made] == [
         (5, 7, [0, 1]), (5, 8, [1, 2]), (5, 9, [2, 3])]
     assert all(f.entities is like.entities and f.metric is like.metric for f in made)
+
+
+def test_make_room_only_ever_makes_young_collections_rarer() -> None:
+    threshold = gc.get_threshold()
+    try:
+        gc.set_threshold(10_000, 10, 10)
+        heap.make_room(100_000)
+        assert gc.get_threshold() == (200_000, 10, 10)
+        heap.make_room(1_000)  # a smaller bulk does not bring them back
+        assert gc.get_threshold() == (200_000, 10, 10)
+        gc.set_threshold(0, 10, 10)
+        heap.make_room(100_000)  # automatic collection set off: left off
+        assert gc.get_threshold() == (0, 10, 10)
+    finally:
+        gc.set_threshold(*threshold)
