@@ -44,9 +44,9 @@ def paused() -> Iterator[None]:
     For a bulk of objects that hold no reference cycle (a tick's frames, one per
     device). Made with the collector on, 100,000 of them set off ten young
     collections, each moving its survivors a generation up, and so a middle or
-    full collection every few ticks: at 100,000 devices a tick spent 60 ms in
-    the collector for 40 ms of its own work. Paused, they meet one young
-    collection, after. Nothing is lost: with no cycle, every object is freed
+    full collection every few ticks: at 100,000 devices making a tick's frames
+    took 100 ms, 40 ms of it their own work. Paused, they meet one young
+    collection, after (none, with ``make_room``). Nothing is lost: with no cycle, every object is freed
     by its reference count as before. Where automatic collection was off, it
     stays off; nested or in several threads, it is on again once the first
     block that found it on ends."""
