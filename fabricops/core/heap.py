@@ -46,10 +46,10 @@ def paused() -> Iterator[None]:
     collections, each moving its survivors a generation up, and so a middle or
     full collection every few ticks: at 100,000 devices making a tick's frames
     took 100 ms, 40 ms of it their own work. Paused, they meet one young
-    collection, after (none, with ``make_room``). Nothing is lost: with no cycle, every object is freed
-    by its reference count as before. Where automatic collection was off, it
-    stays off; nested or in several threads, it is on again once the first
-    block that found it on ends."""
+    collection, after (none, with ``make_room``). Nothing is lost: with no
+    cycle, every object is freed by its reference count as before. Where
+    automatic collection was off, it stays off; nested or in several threads,
+    it is on again once the first block that found it on ends."""
     was = gc.isenabled()
     gc.disable()
     try:
