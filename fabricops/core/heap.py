@@ -16,8 +16,6 @@ once ``YOUNG`` objects are new rather than 700 (CPython's default before
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Final
 
 YOUNG: Final = 10_000
@@ -37,28 +35,6 @@ def settle() -> int:
     return gc.get_freeze_count()
 
 
-@contextmanager
-def paused() -> Iterator[None]:
-    """No automatic collection while the block runs; as it was after.
-
-    For a bulk of objects that hold no reference cycle (a tick's frames, one per
-    device). Made with the collector on, 100,000 of them set off ten young
-    collections, each moving its survivors a generation up, and so a middle or
-    full collection every few ticks: at 100,000 devices making a tick's frames
-    took 100 ms, 40 ms of it their own work. Paused, they meet one young
-    collection, after (none, with ``make_room``). Nothing is lost: with no
-    cycle, every object is freed by its reference count as before. Where
-    automatic collection was off, it stays off; nested or in several threads,
-    it is on again once the first block that found it on ends."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def make_room(objects: int) -> None:
     """Young collections no more often than every ``2 * objects`` new objects (never
     more often than set already; a threshold of 0 is kept).
@@ -66,9 +42,11 @@ def make_room(objects: int) -> None:
     For a process that makes a bulk of ``objects`` each cycle and frees the last
     bulk before (a twin tick's frames: two objects a device). The collector
     counts new objects net of those freed, so bulks that come and go meet no
-    young collection; with the threshold below a bulk, each bulk is scanned
-    while alive: 30-50 ms a tick at 100,000 devices. The cost: up to that many
-    objects in reference cycles wait longer to be freed."""
+    young collection. With the threshold below a bulk, each bulk set off young
+    collections while alive, each moving its survivors a generation up, and so
+    a middle or full collection every few ticks: at 100,000 devices making a
+    tick's frames took 100 ms, 40 ms of it their own work. The cost: up to that
+    many objects in reference cycles wait longer to be freed."""
     young, middle, old = gc.get_threshold()
     if young and young < 2 * objects:
         gc.set_threshold(2 * objects, middle, old)

@@ -121,10 +121,9 @@ def frames_of(messages: Sequence[Message], *, batch: int, limit_ns: int, dead: D
     return out
 
 
-def join_instants(frames: list[tuple[Frame, Origin]]
-                  ) -> tuple[list[tuple[Frame, Origin]], dict[int, int]]:
-    """``frames`` with the parts of each instant joined (``join_frames``), and how many
-    parts each joined frame holds (by ``id`` of the frame).
+def join_instants(frames: list[tuple[Frame, Origin]]) -> list[tuple[Frame, Origin, int]]:
+    """``frames`` with the parts of each instant joined (``join_frames``), each with the
+    number of parts it holds (1: a frame as it came).
 
     Parts are frames of one (device, source, ts_ns) from one partition, each giving
     a sample the earlier ones do not: a device that sent an instant in pieces. A
@@ -139,10 +138,8 @@ def join_instants(frames: list[tuple[Frame, Origin]]
         j = first.setdefault((frame.device, frame.source, frame.ts_ns), i)
         if j != i:
             groups.setdefault(j, [j]).append(i)
-    counts: dict[int, int] = {}
-    if not groups:
-        return frames, counts
-    out, gone = list(frames), set()
+    out = [(frame, origin, 1) for frame, origin in frames]
+    gone: set[int] = set()
     for j, members in groups.items():
         parts, held = [j], sample_keys([frames[j][0]])
         for i in members[1:]:
@@ -153,10 +150,10 @@ def join_instants(frames: list[tuple[Frame, Origin]]
                 held |= keys
         if len(parts) > 1:
             joined = join_frames([frames[p][0] for p in parts]).frame
-            out[j] = (joined, min((frames[p][1] for p in parts), key=lambda o: o[2]))
-            counts[id(joined)] = len(parts)
+            out[j] = (joined, min((frames[p][1] for p in parts), key=lambda o: o[2]),
+                      len(parts))
             gone.update(parts[1:])
-    return [fo for i, fo in enumerate(out) if i not in gone], counts
+    return [fo for i, fo in enumerate(out) if i not in gone]
 
 
 def segment_of(device: str, source: str, frames: list[Frame]) -> SegmentRecord:

@@ -83,11 +83,9 @@ class EntropyStream:
             groups[(modes == kp.NORM_MODE) & (groups > 0)] |= LOOKBACK_GROUP
         out += [modes.tobytes(), kp.shuffle(g), groups.tobytes()]
         codes = np.unique(groups[groups > 0]).tolist()
-        if len(codes) == 1 and groups.all():  # one group of every row: no gather
-            out += _group_chunk(s, z, codes[0])
-            return
+        whole = len(codes) == 1 and bool(groups.all())  # one group of every row
         for code in codes:
-            rows = groups == code
+            rows = slice(None) if whole else groups == code  # a slice: no gather
             out += _group_chunk(s[rows], z[rows], code)
 
     def size(self, modes: kp.U8, e: U64) -> int:

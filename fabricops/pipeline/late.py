@@ -78,11 +78,10 @@ class Held:
         instant are joined in that order when the block is built), oldest first, as
         the window's own segment is written: without the new ones whose times a segment
         outside the window holds, and without covered times before its first uncovered
-        one. So a window written
-        again has more points than before or another start (a merge relies on that
-        to see the change), and its key (start, first sequence number) is never that
-        of a segment outside the window, which starts at a covered time or before the
-        window."""
+        one. So a window written again has more points than before or another start (a
+        merge relies on that to see the change), and its key (start, first sequence
+        number) is never that of a segment outside the window, which starts at a covered
+        time or before the window."""
         rows = sorted((f for f in frames if f.ts_ns in self.within or f.ts_ns not in self.covered),
                       key=lambda f: f.ts_ns)
         lead = next((i for i, f in enumerate(rows) if f.ts_ns not in self.covered), len(rows))

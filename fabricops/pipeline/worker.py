@@ -250,12 +250,12 @@ class PipelineWorker:
         frames = frames_of([m for m in messages if m.topic != self.topics[1]],
                            batch=self._batch, dead=dead, reject=reject, intake=self._intake,
                            limit_ns=self.clock_ns() + round(self.config.max_future_s * 1e9))
-        frames, parts = join_instants(frames)
-        result.joined = sum(parts.values()) - len(parts)
-        frames.sort(key=lambda fo: frame_order(fo[0]))
+        instants = join_instants(frames)
+        result.joined = sum(parts - 1 for _, _, parts in instants)
+        instants.sort(key=lambda fop: frame_order(fop[0]))
         now = time.monotonic()
-        for frame, origin in frames:
-            self._accept(frame, origin, result, emit=True, parts=parts.get(id(frame), 1))
+        for frame, origin, parts in instants:
+            self._accept(frame, origin, result, emit=True, parts=parts)
             self._heard[frame.source.value] = now
         self.aside.stepped(result, self._steps.run())
         self._quiet_windows()

@@ -48,26 +48,6 @@ def test_settle_collects_the_young_less_often_but_never_more_often_than_set() ->
     assert gc.get_threshold() == (0, 5, 5)
 
 
-def test_paused_stops_automatic_collection_and_puts_it_back_as_it_was() -> None:
-    assert gc.isenabled()
-    with heap.paused():
-        assert not gc.isenabled()
-        with heap.paused():  # nested: on again only when the outer block ends
-            assert not gc.isenabled()
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError), heap.paused():
-        raise RuntimeError("a failing block")
-    assert gc.isenabled()  # the collector is not left off by an error
-    gc.disable()
-    try:
-        with heap.paused():
-            pass
-        assert not gc.isenabled()  # off before: left off
-    finally:
-        gc.enable()
-
-
 def test_frames_made_again_in_bulk_leave_the_collector_on_with_room_for_them() -> None:
     like = Frame("leaf-1", 1, Source.SIM, 1, ("eth1",), np.zeros(2, np.uint32),
                  np.array([1, 2], np.uint16), np.zeros(2, np.uint64))
