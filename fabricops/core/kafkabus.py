@@ -43,14 +43,8 @@ from prometheus_client import CollectorRegistry
 
 from fabricops.core.backoff import Backoff
 from fabricops.core.bus import BusError, Headers
-from fabricops.core.kafkaclient import (
-    KafkaBusConfig,
-    KafkaGroupConsumer,
-    KafkaMetrics,
-    ProducerOutage,
-    TopicCreator,
-    open_group_consumer,
-)
+from fabricops.core.kafkaclient import KafkaBusConfig, KafkaMetrics, ProducerOutage, TopicCreator
+from fabricops.core.kafkagroup import KafkaGroupConsumer, open_group_consumer
 from fabricops.core.logthrottle import ThrottledLog
 
 __all__ = ["KafkaBus", "KafkaBusConfig", "KafkaGroupConsumer"]

@@ -12,7 +12,8 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from fabricops.core.bus import BusError
-from fabricops.core.kafkaclient import JoinWatch, KafkaBusConfig, KafkaGroupConsumer, KafkaMetrics
+from fabricops.core.kafkaclient import KafkaBusConfig, KafkaMetrics
+from fabricops.core.kafkagroup import JoinWatch, KafkaGroupConsumer
 
 
 def test_a_member_waits_from_subscription_and_from_each_revocation_to_its_assignment(
