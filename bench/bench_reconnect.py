@@ -35,7 +35,7 @@ from fabricops.simulator.agents.board import FrameBoard
 from fabricops.simulator.agents.snmp_agent import SnmpAgent, SnmpAgentConfig
 from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
-from tests.collectors.test_gnmi import serving
+from tests.collectors.gnmi_fabric import serving
 from tests.collectors.test_reconnect import Relay
 
 

@@ -39,6 +39,11 @@ def api_store(tmp_path: Path) -> Iterator[Store]:
 
 
 @pytest.fixture
+def db_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'alerts.db'}"
+
+
+@pytest.fixture
 def ctx(api_store: Store, topology: Topology) -> ApiContext:
     return ApiContext(config=ApiConfig(token=TOKEN), store=api_store, topology=topology)
 

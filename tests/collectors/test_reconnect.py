@@ -25,7 +25,7 @@ from fabricops.simulator.builders import leaf_spine
 from fabricops.simulator.engine import SimConfig, Simulator
 from fabricops.simulator.workload import JobSpec
 
-from .test_gnmi import Fabric, serving
+from .gnmi_fabric import Fabric, serving
 
 
 class Relay:

@@ -118,6 +118,11 @@ def fabricops_services(doc: Mapping[str, Any], dotenv: Mapping[str, str] | None 
             and s.spec["build"].get("dockerfile") == DOCKERFILE}
 
 
+def _option(service: Service, name: str) -> str:
+    args = service.command
+    return args[args.index(name) + 1]
+
+
 @dataclass
 class Loopback:
     """Maps what a container is given to this machine's loopback.

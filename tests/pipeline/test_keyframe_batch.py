@@ -27,7 +27,7 @@ from fabricops.pipeline.keyframe import (
     gauge_bounds,
 )
 from tests.pipeline.bench_modules import load_bench
-from tests.pipeline.test_codec_kf3 import port_block, references_of
+from tests.pipeline.keyframe_blocks import port_block, references_of
 
 
 @pytest.fixture(scope="module")

@@ -11,66 +11,33 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 import socket
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
 
-from fabricops.api.alert_payloads import NO_END, fingerprint, label_set, rfc3339
-from fabricops.api.alert_render import AlertRenderer, event_key
+from fabricops.api.alert_payloads import NO_END, fingerprint, rfc3339
+from fabricops.api.alert_render import event_key
 from fabricops.api.alert_sender import delivery_id
-from fabricops.api.alerts import (
-    AlertDispatcher,
-    AlertReceiver,
-    AlertsConfig,
-    AlertsConfigError,
-    load_alerts_config,
-)
-from fabricops.core.actions import Action, ActionKind, ActionMode, ActionState
+from fabricops.api.alerts import AlertDispatcher, AlertsConfig
+from fabricops.core.actions import Action, ActionState
 from fabricops.core.bus import Message, Topic, topic_name
 from fabricops.core.membus import MemoryBus
 from fabricops.core.records import Diagnosis
 from fabricops.store import Store, StoreConfig
 from fabricops.store.outbox import OutboxState
+from tests.api.alert_records import LINK, SECRET, action, diagnosis, fast, hook, sample
 from tests.remediation.http_receiver import Answer, Receiver
 
-S = 1_000_000_000
-T0 = 1_767_225_600 * S
-LINK = "leaf-0:eth1~spine-1:eth3"
-SECRET = "team-secret"
 GROUP = "fabricops-alerts"
 AM_TOP_FIELDS = {"version", "groupKey", "truncatedAlerts", "status", "receiver", "groupLabels",
                  "commonLabels", "commonAnnotations", "externalURL", "alerts"}
 AM_ALERT_FIELDS = {"status", "labels", "annotations", "startsAt", "endsAt", "generatorURL",
                    "fingerprint"}
-
-
-def diagnosis(incident: str = "inc-1", t_s: int = 0, *, root: str = LINK,
-              fault_type: str = "gray_loss", confidence: float = 0.9) -> Diagnosis:
-    return Diagnosis(id=incident, ts_ns=T0 + t_s * S, onset_ns=T0 - 5 * S, root=root,
-                     root_kind="link", fault_type=fault_type, confidence=confidence,
-                     affected_hosts=("host-3", "host-7"), affected_jobs=("job-42",),
-                     action="drain the link", model_version="rca/1")
-
-
-def action(state: ActionState, incident: str = "inc-1", *, t_s: int = 10,
-           confidence: float = 0.9) -> Action:
-    """The drain of ``incident``'s link, proposed at T0 + ``t_s`` and moved to ``state``."""
-    created = T0 + t_s * S
-    moved = Action(id=f"act-{incident}", diagnosis_id=incident, created_ns=created,
-                   ts_ns=created, kind=ActionKind.DRAIN_LINK, target=LINK,
-                   fault_type="gray_loss", confidence=confidence, mode=ActionMode.AUTO,
-                   ).moved(ActionState.PROPOSED, ts_ns=created, actor="policy")
-    path = [ActionState.APPROVED, ActionState.APPLIED, ActionState.VERIFIED]
-    for i, step in enumerate(path[:path.index(state) + 1] if state in path else [], 1):
-        moved = moved.moved(step, ts_ns=created + i * S, actor="safety")
-    return moved
 
 
 def publish(bus: MemoryBus, *records: Diagnosis | Action) -> None:
@@ -95,25 +62,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def hook(name: str, url: str, **options: Any) -> AlertReceiver:
-    return AlertReceiver.model_validate({"name": name, "url": url, "secret": SECRET,
-                                         **options})
-
-
-def fast(*receivers: AlertReceiver, **options: Any) -> AlertsConfig:
-    """Short backoff and polling, so tests see retries within a second."""
-    return AlertsConfig.model_validate({"receivers": receivers, "backoff_s": 0.05,
-                                        "max_backoff_s": 0.2, "poll_interval_s": 0.05,
-                                        **options})
-
-
 def bodies(receiver: Receiver) -> list[dict[str, Any]]:
     return [json.loads(r.body) for r in receiver.requests]
-
-
-def sample(registry: CollectorRegistry, name: str, receiver: str | None = None) -> float:
-    labels = {} if receiver is None else {"receiver": receiver}
-    return registry.get_sample_value(name, labels) or 0.0
 
 
 @pytest.fixture
@@ -122,11 +72,6 @@ def bus() -> Iterator[MemoryBus]:
     started.start()
     yield started
     started.stop()
-
-
-@pytest.fixture
-def db_url(tmp_path: Path) -> str:
-    return f"sqlite:///{tmp_path / 'alerts.db'}"
 
 
 @pytest.fixture
@@ -333,45 +278,6 @@ def test_alertmanager_receivers_see_a_diagnosis_fire_and_its_verified_action_res
     assert alert["fingerprint"] == cleared["fingerprint"] == fingerprint(labels)
 
 
-def test_a_revision_that_moves_the_root_resolves_the_old_alert_and_a_late_one_is_dropped(
-        db_url: str) -> None:
-    store = Store(StoreConfig(url=db_url))
-    store.start()
-    config = fast(hook("am", "http://am/", format="alertmanager"), hook("ops", "http://ops/"))
-    renderer = AlertRenderer(config, store)
-    first, moved = diagnosis(t_s=0), diagnosis(t_s=10, root="spine-1", fault_type="switch_down")
-    try:
-        renderer.entries(first)
-        am, ops = renderer.entries(moved)
-        late = renderer.entries(first)
-    finally:
-        store.stop()
-    body = json.loads(am.body)
-    assert body["status"] == "firing"
-    assert [(a["status"], a["labels"]["root"], a["labels"]["severity"])
-            for a in body["alerts"]] == [("firing", "spine-1", "critical"),
-                                         ("resolved", LINK, "warning")]
-    assert body["alerts"][1]["endsAt"] == rfc3339(moved.ts_ns)
-    assert body["commonLabels"] == {"alertname": "FabricFault", "incident": "inc-1"}
-    assert json.loads(ops.body)["data"]["root"] == "spine-1"
-    assert [e.receiver for e in late] == ["ops"]
-
-
-def test_receivers_get_only_the_records_they_ask_for(db_url: str) -> None:
-    store = Store(StoreConfig(url=db_url))
-    store.start()
-    config = fast(hook("sure", "http://a/", min_confidence=0.8, events=["diagnoses"]),
-                  hook("all", "http://b/"))
-    renderer = AlertRenderer(config, store)
-    try:
-        got = {name: [e.receiver for e in renderer.entries(r)] for name, r in (
-            ("unsure", diagnosis(confidence=0.5)), ("sure", diagnosis(t_s=1)),
-            ("action", action(ActionState.PROPOSED)))}
-    finally:
-        store.stop()
-    assert got == {"unsure": ["all"], "sure": ["sure", "all"], "action": ["all"]}
-
-
 @pytest.mark.integration
 def test_a_refused_alert_is_given_up_with_its_cause_counted_and_not_retried(
         bus: MemoryBus, db_url: str, receivers: Callable[..., Receiver],
@@ -416,62 +322,3 @@ def test_an_alert_failing_past_give_up_after_s_is_marked_dead(
     assert dead.last_error.startswith("still failing ")
     assert dead.last_error.endswith(f"webhook {ops.url}: gave up after 1 attempt; last: "
                                     f"HTTP 503 Service Unavailable: maintenance")
-
-
-def test_a_record_that_does_not_decode_is_set_aside_and_counted(db_url: str) -> None:
-    store = Store(StoreConfig(url=db_url))
-    store.start()
-    registry = CollectorRegistry()
-    dispatcher = AlertDispatcher(fast(hook("ops", "http://ops/")), MemoryBus(), store, registry)
-    topic = topic_name(Topic.DIAGNOSES)
-    try:
-        added = dispatcher.process([Message(topic, 0, 0, b"k", b'{"id": 7}', 0),
-                                    Message(topic, 0, 1, b"k", diagnosis().encode(), 0)])
-        assert store.pending_alerts() == {"ops": 1}
-    finally:
-        store.stop()
-    assert added == 1
-    assert sample(registry, "fabricops_alerts_rejected_total") == 1
-
-
-def test_fingerprints_and_group_keys_are_computed_as_alertmanager_does() -> None:
-    # Expected values from prometheus/common model/signature_test.go.
-    assert fingerprint({"name": "garland, briggs", "fear": "love is not enough"}) == \
-        f"{5799056148416392346:016x}"
-    assert fingerprint({"first-label": "first-label-value",
-                        "second-label": "second-label-value",
-                        "third-label": "third-label-value"}) == f"{13843036195897128121:016x}"
-    assert label_set({"job": "node", "alertname": 'say "hi"'}) == \
-        '{alertname="say \\"hi\\"", job="node"}'
-
-
-def test_the_config_is_strict_and_names_what_is_wrong() -> None:
-    with pytest.raises(ValueError, match="receiver names must be unique; repeated: ops"):
-        fast(hook("ops", "http://a/"), hook("ops", "http://b/"))
-    with pytest.raises(ValueError, match="'ftp://a/' must start with http"):
-        hook("ops", "ftp://a/")
-    with pytest.raises(ValueError, match="name"):
-        hook("ops team", "http://a/")
-    with pytest.raises(ValueError, match=r"lease_s 10 is shorter than a batch can take "
-                                         r"\(batch_rows 20 x timeout_s 5\)"):
-        fast(hook("ops", "http://a/"), lease_s=10)
-    with pytest.raises(ValueError, match="extra"):
-        AlertsConfig.model_validate({"receivers": [], "retries": 3})
-
-
-def test_an_alerts_file_is_read_and_its_mistakes_named(tmp_path: Path) -> None:
-    path = tmp_path / "alerts.yaml"
-    path.write_text("receivers:\n"
-                    "  - {name: noc, url: 'https://noc.example/hook', format: alertmanager,\n"
-                    "     events: [diagnoses], min_confidence: 0.7}\n"
-                    "max_backoff_s: 30\n", encoding="utf-8")
-    config = load_alerts_config(path)
-    (noc,) = config.receivers
-    assert (noc.name, noc.format.value, sorted(noc.events), noc.min_confidence) == (
-        "noc", "alertmanager", ["diagnoses"], 0.7)
-    assert (config.max_backoff_s, config.backoff_s, config.give_up_after_s) == (30, 1, 86_400)
-    path.write_text("receivers:\n  - {name: noc}\n", encoding="utf-8")
-    where = re.escape(str(path))
-    with pytest.raises(AlertsConfigError, match=rf"^{where}: receivers\.0\.url: Field required"):
-        load_alerts_config(path)
-
