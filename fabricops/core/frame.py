@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -61,8 +61,25 @@ class FrameDecodeError(FrameError):
     """Bytes that are not a valid encoded frame; the message names the cause."""
 
 
+class _Fields:
+    """A frame's fields, as slots: what ``Frame`` holds, and what its bulk makers fill
+    before they make the object a ``Frame`` (a class of the same layout whose fields
+    cannot be set)."""
+
+    __slots__ = ("device", "entities", "entity_idx", "metric", "raw", "seq", "source",
+                 "ts_ns")
+    device: str
+    ts_ns: int
+    source: Source
+    seq: int
+    entities: tuple[str, ...]
+    entity_idx: NDArray[np.uint32]
+    metric: NDArray[np.uint16]
+    raw: NDArray[np.uint64]
+
+
 @dataclass(frozen=True, eq=False)
-class Frame:
+class Frame(_Fields):
     """One device at one collection instant (see the module docstring for the layout).
 
     ``ts_ns`` is the collection time in ns since the Unix epoch (i64); ``seq`` the
@@ -71,8 +88,11 @@ class Frame:
     copies: do not modify an array after building a frame from it (a layout that
     passed the checks is not scanned again, see ``frame_codec.layout_problem``).
     Catalogue membership of ``metric`` is not checked here: see ``unknown_metrics``.
+    A frame's fields are slots: no attribute dict, so a tick's thousands of frames are
+    made and freed at a fraction of the cost.
     """
 
+    __slots__ = ()
     device: str
     ts_ns: int
     source: Source
@@ -98,6 +118,12 @@ class Frame:
             view.flags.writeable = False
             put(self, name, view)
 
+    def __reduce__(self) -> tuple[type[Frame], tuple[Any, ...]]:
+        """Pickled and copied as its fields (a frozen slotted object cannot take back a
+        state by setting attributes); unpickling checks them again."""
+        return Frame, (self.device, self.ts_ns, self.source, self.seq, self.entities,
+                       self.entity_idx, self.metric, self.raw)
+
     @classmethod
     def trusted(cls, device: str, ts_ns: int, source: Source, seq: int,
                 entities: tuple[str, ...], entity_idx: NDArray[np.uint32],
@@ -106,11 +132,12 @@ class Frame:
         maker that emits the same layout every tick and checked it once with ``Frame``
         (the twin). The arrays must be read-only, of the frame's dtypes, and ``raw`` as
         long as ``entity_idx``; ``ts_ns`` and ``seq`` within what ``decode`` accepts."""
-        frame = object.__new__(cls)
-        frame.__dict__.update(device=device, ts_ns=ts_ns, source=source, seq=seq,
-                              entities=entities, entity_idx=entity_idx, metric=metric,
-                              raw=raw)
-        return frame
+        parts = object.__new__(_Fields)
+        parts.device, parts.ts_ns, parts.source, parts.seq = device, ts_ns, source, seq
+        parts.entities, parts.entity_idx, parts.metric, parts.raw = (entities, entity_idx,
+                                                                      metric, raw)
+        parts.__class__ = Frame
+        return cast(Frame, parts)
 
     def again(self, ts_ns: int, seq: int, raw: NDArray[np.uint64]) -> Frame:
         """This frame's device, source and layout with another time, sequence number and
@@ -124,18 +151,21 @@ class Frame:
         """``like.again(ts_ns, seq, raw)`` for each ``like`` with its ``seq`` and ``raw``, in
         one loop, without a call each (the twin cuts thousands a tick), with the
         collector's young collections rare enough for such bulks to come and go between
-        them (``heap.make_room``)."""
-        heap.make_room(2 * len(likes))  # a frame and its attribute dict each
-        new, put = object.__new__, object.__setattr__
-        out: list[Frame] = []
+        them (``heap.make_room``). Each frame is filled as ``_Fields`` (plain slot
+        stores), then made a ``Frame``."""
+        heap.make_room(len(likes))
+        new = object.__new__
+        out: list[_Fields] = []
         add = out.append
         for like, seq, raw in zip(likes, seqs, raws, strict=True):
-            frame = new(Frame)
-            parts = like.__dict__.copy()  # a dict's copy is cheaper than filling a new one
-            parts["ts_ns"], parts["seq"], parts["raw"] = ts_ns, seq, raw
-            put(frame, "__dict__", parts)
+            frame = new(_Fields)
+            frame.device, frame.ts_ns, frame.source, frame.seq = (like.device, ts_ns,
+                                                                  like.source, seq)
+            frame.entities, frame.entity_idx, frame.metric, frame.raw = (
+                like.entities, like.entity_idx, like.metric, raw)
+            frame.__class__ = Frame
             add(frame)
-        return out
+        return cast(list[Frame], out)
 
     @property
     def n_samples(self) -> int:

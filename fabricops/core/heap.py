@@ -40,7 +40,7 @@ def make_room(objects: int) -> None:
     more often than set already; a threshold of 0 is kept).
 
     For a process that makes a bulk of ``objects`` each cycle and frees the last
-    bulk before (a twin tick's frames: two objects a device). The collector
+    bulk before (a twin tick's frames: one object a device). The collector
     counts new objects net of those freed, so bulks that come and go meet no
     young collection. With the threshold below a bulk, each bulk set off young
     collections while alive, each moving its survivors a generation up, and so

@@ -25,7 +25,9 @@ def test_settle_freezes_what_is_alive_and_later_cycles_are_still_collected() -> 
     built = [[i] for i in range(1000)]
     frozen = heap.settle()
     assert frozen >= len(built)
-    assert gc.get_freeze_count() == frozen
+    # frozen: in no generation a collection scans (the count itself can drop at any
+    # time, as another thread frees a frozen object)
+    assert not any(o is built or o is built[-1] for o in gc.get_objects())
 
     class Node:
         def __init__(self) -> None:
@@ -57,7 +59,7 @@ def test_frames_made_again_in_bulk_leave_the_collector_on_with_room_for_them() -
         gc.set_threshold(4, 10, 10)
         made = Frame.again_each([like] * 3, 5, [7, 8, 9], raws)
         assert gc.isenabled()
-        assert gc.get_threshold()[0] == 12  # room for a bulk of 3 frames and their dicts
+        assert gc.get_threshold()[0] == 6  # room for twice a bulk of 3 frames
     finally:
         gc.set_threshold(*threshold)
     assert [(f.ts_ns, f.seq, f.raw.tolist()) for f in made] == [
