@@ -170,8 +170,10 @@ class Telemetry:
         with_silent = set(fab.port_node[self.silent].tolist()) if self.silent.any() else ()
         cuts = self._cuts
         if not with_silent and reporting.all():  # the usual tick: every node, whole
-            return Frame.again_each(self._templates, ts_ns, seqs,
-                                    [flat[host][a:b] for host, a, b in cuts])
+            raws: list[U64] = []
+            for host, a, count, size in self._runs:  # a row view each, made by numpy
+                raws.extend(flat[host][a:a + count * size].reshape(count, size))
+            return Frame.again_each(self._templates, ts_ns, seqs, raws)
         out: list[Frame] = []
         add = out.append
         for node in np.flatnonzero(reporting).tolist():
@@ -185,6 +187,21 @@ class Telemetry:
                 continue
             add(like.again(ts_ns, seqs[node], flat[host][a:b]))
         return out
+
+    @cached_property
+    def _runs(self) -> list[tuple[int, int, int, int]]:
+        """``_cuts`` as runs of nodes whose samples follow each other in one matrix in
+        blocks of one size: (matrix, start, nodes, samples a node). The usual fabric
+        has two: its switches and its hosts."""
+        runs: list[tuple[int, int, int, int]] = []
+        for host, a, b in self._cuts:
+            if runs:
+                last_host, start, count, size = runs[-1]
+                if host == last_host and a == start + count * size and b - a == size:
+                    runs[-1] = (host, start, count + 1, size)
+                    continue
+            runs.append((host, a, 1, b - a))
+        return runs
 
     @cached_property
     def _cuts(self) -> list[_Cut]:
