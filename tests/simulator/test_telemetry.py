@@ -127,3 +127,19 @@ def test_frames_of_a_fabric_whose_hosts_and_switches_interleave_carry_their_own_
                 checked += 1
     assert checked == fab.n_ports + fab.n_nics
     assert tel.counter("out_octets").any(), "the job must move traffic for this to mean much"
+
+
+def test_a_tick_cut_whole_gives_each_node_the_frame_it_gets_alone(streaming: Make) -> None:
+    import numpy as np
+
+    sim = streaming()
+    sim.step()
+    tel, n = sim.telemetry, sim.fabric.n_nodes
+    whole = tel.frames(7, np.ones(n, bool))  # every node reporting: cut in runs of rows
+    for quiet in (0, n // 2, n - 1):  # one node not reporting: cut node by node
+        reporting = np.ones(n, bool)
+        reporting[quiet] = False
+        alone = tel.frames(7, reporting)
+        assert [f.encode() for f in alone] == [
+            f.encode() for i, f in enumerate(whole) if i != quiet]
+    assert len({len(f.raw) for f in whole}) > 1  # nodes of several sizes
