@@ -11,6 +11,7 @@ the topics and the cause.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -133,7 +134,8 @@ class KafkaGroupConsumer:
                for records in batches.values() for r in records]
         for msg in out:
             self._next[(msg.topic, msg.partition)] = msg.offset + 1
-            self._metrics.consumed.labels(msg.topic, self.group).inc()
+        for topic, n in collections.Counter(msg.topic for msg in out).items():
+            self._metrics.consumed.labels(topic, self.group).inc(n)  # once a topic a poll
         self._update_lag()
         return out
 

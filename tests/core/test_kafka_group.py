@@ -84,3 +84,46 @@ def test_commits_refused_for_longer_than_a_rebalance_can_last_are_an_outage() ->
     with pytest.raises(BusError, match="every commit for 311 s failed"):
         member.commit()
     assert metrics.commits_overtaken.labels("g")._value.get() == 4
+
+
+class _Fetching:
+    """The few KafkaConsumer calls ``poll`` makes; one poll returns ``records``."""
+
+    def __init__(self, records: dict[Any, list[Any]]) -> None:
+        self.records = records
+
+    def poll(self, **_: Any) -> dict[Any, list[Any]]:
+        out, self.records = self.records, {}
+        return out
+
+    def assignment(self) -> set[Any]:
+        return set(self.records)
+
+    def end_offsets(self, partitions: Any) -> dict[Any, int]:
+        return dict.fromkeys(partitions, 0)
+
+
+def test_records_polled_are_counted_per_topic_and_group() -> None:
+    from kafka.consumer.fetcher import ConsumerRecord
+    from kafka.structs import TopicPartition
+
+    def record(topic: str, partition: int, offset: int) -> ConsumerRecord:
+        return ConsumerRecord(topic=topic, partition=partition, leader_epoch=-1, offset=offset,
+                              timestamp=0, timestamp_type=0, key=b"k", value=b"v", headers=[],
+                              checksum=None, serialized_key_size=1, serialized_value_size=1,
+                              serialized_header_size=-1)
+
+    a0, a1, b0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
+    fetched = {a0: [record("a", 0, 5), record("a", 0, 6)], a1: [record("a", 1, 0)],
+               b0: [record("b", 0, 9)]}
+    registry = CollectorRegistry()
+    metrics = KafkaMetrics(registry)
+    member = KafkaGroupConsumer(_Fetching(fetched), ("a", "b"), "g",  # type: ignore[arg-type]
+                                metrics, KafkaBusConfig(), JoinWatch())
+    got = member.poll(timeout_s=0.0)
+    assert [(m.topic, m.partition, m.offset) for m in got] == [
+        ("a", 0, 5), ("a", 0, 6), ("a", 1, 0), ("b", 0, 9)]
+    assert registry.get_sample_value("fabricops_kafkabus_consumed_records_total",
+                                     {"topic": "a", "group": "g"}) == 3
+    assert registry.get_sample_value("fabricops_kafkabus_consumed_records_total",
+                                     {"topic": "b", "group": "g"}) == 1

@@ -203,3 +203,20 @@ def test_the_reconnect_backoff_cannot_be_set_past_5_s() -> None:
         KafkaBusConfig(reconnect_backoff_max_ms=30_000)
     with pytest.raises(ValidationError, match="less than 1"):
         KafkaBusConfig(reconnect_jitter=1.0)
+
+
+def test_records_taken_for_sending_are_counted_per_topic(broker: FakeBroker) -> None:
+    broker.up = True
+    bus = _bus()
+    bus.start()
+    try:
+        bus.publish("fabricops.t.v1", b"k", [b"a", b"b", b"c"])
+        bus.publish("fabricops.t.v1", b"j", [b"d"])
+        bus.publish("fabricops.u.v1", b"k", [b"e"])
+        assert bus.flush(30)
+    finally:
+        bus.stop()
+    counts = {topic: bus.registry.get_sample_value(
+        "fabricops_kafkabus_published_records_total", {"topic": topic})
+        for topic in ("fabricops.t.v1", "fabricops.u.v1")}
+    assert counts == {"fabricops.t.v1": 4, "fabricops.u.v1": 1}

@@ -273,3 +273,14 @@ def test_factory_builds_each_kind_from_its_registry_entry() -> None:
     assert kafka.config.bootstrap_servers == "10.0.0.1:9092"
     from_settings = BusConfig.from_settings(BusSettings(kind="kafka", topic_prefix="p."))
     assert (from_settings.kind, from_settings.topic_prefix) == ("kafka", "p.")
+
+
+def test_records_published_are_counted_per_topic() -> None:
+    registry = CollectorRegistry()
+    bus = make(registry)
+    for key in (b"leaf-0", b"leaf-1", b"leaf-0"):
+        bus.publish(TOPIC, key, [b"a", b"b"])
+    bus.publish("fabricops.other.v1", b"leaf-0", [b"c"])
+    assert sample(registry, "fabricops_membus_published_records_total", topic=TOPIC) == 6
+    assert sample(registry, "fabricops_membus_published_records_total",
+                  topic="fabricops.other.v1") == 1
