@@ -323,8 +323,7 @@ class GnmiCollector:
             run.last_error = f"{device}: notification skipped: {exc}"
             self._warnings.warning(f"gNMI {device}: notifications skipped", "%s", run.last_error)
             return
-        m.updates.labels(device).inc(mapped.updates)
-        m.observe_leaves(device, mapped)
+        m.observe_leaves(device, mapped, mapped.updates)
         for kind, n in mapped.errors.items():
             m.errors.labels(device, kind).inc(n)
         if mapped.gone:

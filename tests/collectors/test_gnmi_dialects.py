@@ -125,6 +125,9 @@ def test_a_dialects_stream_maps_or_names_every_leaf(dialect: str) -> None:
     unmapped = family_total(collector, "fabricops_gnmi_leaves_unmapped_total")
     bad = counter(collector, "fabricops_gnmi_errors_total", reason="bad_value") + \
         counter(collector, "fabricops_gnmi_errors_total", reason="bad_encoding")
+    notifications = [gnmi_pb2.SubscribeResponse.FromString(r) for r in replay.responses]
+    sent = sum(len(n.update.update) for n in notifications if n.HasField("update"))
+    assert counter(collector, "fabricops_gnmi_updates_total") == sent  # all before the sync
     assert leaves >= 30
     assert (mapped + unsupported) / leaves >= 0.95
     assert leaves == mapped + unsupported + unmapped + bad  # none vanish
