@@ -167,6 +167,18 @@ class Frame(_Fields):
             add(frame)
         return cast(list[Frame], out)
 
+    @staticmethod
+    def restamp_each(frames: Sequence[Frame], ts_ns: int, seqs: Sequence[int]) -> None:
+        """Give each of ``frames`` the time ``ts_ns`` and its sequence number, in place.
+
+        Only for frames their maker holds and nothing else can reach (the twin's
+        ``FramePool`` checks that by reference counts first): a frame is a value, and
+        a holder would see it change."""
+        put = object.__setattr__
+        for frame, seq in zip(frames, seqs, strict=True):
+            put(frame, "ts_ns", ts_ns)
+            put(frame, "seq", seq)
+
     @property
     def n_samples(self) -> int:
         return len(self.raw)
