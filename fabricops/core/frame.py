@@ -78,6 +78,10 @@ class _Fields:
     raw: NDArray[np.uint64]
 
 
+_SLOTS: Final = _Fields.__dict__
+"""The slot descriptors of a frame's fields (``restamp_each`` sets two through them)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Frame(_Fields):
     """One device at one collection instant (see the module docstring for the layout).
@@ -174,10 +178,11 @@ class Frame(_Fields):
         Only for frames their maker holds and nothing else can reach (the twin's
         ``FramePool`` checks that by reference counts first): a frame is a value, and
         a holder would see it change."""
-        put = object.__setattr__
+        # the slots' own setters: past the frozen __setattr__, at half object.__setattr__'s cost
+        set_ts, set_seq = _SLOTS["ts_ns"].__set__, _SLOTS["seq"].__set__
         for frame, seq in zip(frames, seqs, strict=True):
-            put(frame, "ts_ns", ts_ns)
-            put(frame, "seq", seq)
+            set_ts(frame, ts_ns)
+            set_seq(frame, seq)
 
     @property
     def n_samples(self) -> int:
