@@ -35,6 +35,10 @@ ENABLED: Final = (sys.implementation.name == "cpython"
                   and not sysconfig.get_config_var("Py_GIL_DISABLED"))
 KEPT: Final = 2
 """Generations kept: the one a board holds until the next tick, and the one to refill."""
+LONGEST_WAIT: Final = 63
+"""Ticks at most between two looks for a free generation, after looks that found none
+(a consumer that keeps older ticks, such as a gNMI stream sampling slower than the
+twin ticks, would have each look cost a pass over every frame for nothing)."""
 _raw = attrgetter("raw")
 
 
@@ -67,19 +71,25 @@ class FramePool:
     def __init__(self, enabled: bool = ENABLED) -> None:
         self.enabled = enabled
         self._kept: list[Generation] = []
-        self.refilled = 0
-        self.made = 0
+        self._wait = self._backoff = 0
+        self.refilled = self.made = self.looks = 0
 
     def frames(self, make: Callable[[], tuple[Matrices, list[Frame]]],
                fill: Callable[[Matrices], object], ts_ns: int, seqs: list[int]) -> list[Frame]:
         """A tick's frames: the oldest free generation kept, with its matrices refilled
         by ``fill`` and its frames given ``ts_ns`` and ``seqs``; else those ``make``
         returns, kept for a later tick in place of the oldest if ``KEPT`` are kept
-        already. The caller gets a list of its own."""
+        already. After a look that found none free, the next looks wait 1, 3, 7 ... up
+        to ``LONGEST_WAIT`` ticks. The caller gets a list of its own."""
         if not self.enabled:
             return make()[1]
+        if self._wait:
+            self._wait -= 1
+            return self._make(make)
+        self.looks += 1
         for at, kept in enumerate(self._kept):
             if kept.free():
+                self._backoff = 0
                 del self._kept[at]
                 for matrix in kept.matrices:
                     matrix.flags.writeable = True
@@ -90,6 +100,11 @@ class FramePool:
                 self._kept.append(kept)
                 self.refilled += 1
                 return list(kept.frames)
+        if len(self._kept) == KEPT:  # an older tick than a board's held: wait 1, 3, 7...
+            self._backoff = self._wait = min(2 * self._backoff + 1, LONGEST_WAIT)
+        return self._make(make)
+
+    def _make(self, make: Callable[[], tuple[Matrices, list[Frame]]]) -> list[Frame]:
         del self._kept[:len(self._kept) - KEPT + 1]  # held elsewhere: theirs now
         self._kept.append(Generation(*make()))
         self.made += 1

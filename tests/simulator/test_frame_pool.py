@@ -68,3 +68,17 @@ def test_a_board_keeping_the_last_tick_lets_the_one_before_be_refilled(
         board = _same_tick(pooled, fresh)  # the board holds the last tick until the next
     assert len(board) == pooled.fabric.n_nodes
     assert (pooled.telemetry.pool.made, pooled.telemetry.pool.refilled) == (2, 4)
+
+
+def test_a_consumer_keeping_older_ticks_makes_the_pool_look_rarely_then_refill_again(
+        streaming: Make) -> None:
+    pooled, fresh = _pair(streaming)
+    held = [_same_tick(pooled, fresh) for _ in range(100)]  # a stream sampling slowly
+    pool = pooled.telemetry.pool
+    assert pool.made == 100
+    assert pool.looks <= 12  # after 1, 3, 7 ... up to 63 ticks, not at every tick
+    held.clear()  # the consumer lets go: refilling resumes within the longest wait
+    for _ in range(70):
+        del _same_tick(pooled, fresh)[:]
+    assert pool.refilled >= 1
+    assert pool.made <= 100 + 64
