@@ -4,9 +4,10 @@ A tick's frames are one object and one array view a device, and the two
 matrices the views read. Making and freeing them was half of a tick at 16,000
 single-NIC hosts. Most consumers drop a tick's frames within the tick (the
 bus encodes them, the run file writes them); an agent's board keeps the last
-tick's until the next. So the twin keeps its last two ticks' frames, and when
-the older one is held by nothing else, it writes the new values into that
-tick's matrices and the new time and sequence numbers into its frames.
+tick's until the next, and a gNMI stream the one before a little longer. So
+the twin keeps up to three ticks' frames, and when an older one is held by
+nothing else, it writes the new values into that tick's matrices and the new
+time and sequence numbers into its frames.
 
 "Held by nothing else" is told by CPython's reference counts: right after a
 generation is made, ``_counts`` notes the most references any of its frames,
@@ -33,8 +34,9 @@ U64 = npt.NDArray[np.uint64]
 Matrices = tuple[U64, U64]
 ENABLED: Final = (sys.implementation.name == "cpython"
                   and not sysconfig.get_config_var("Py_GIL_DISABLED"))
-KEPT: Final = 2
-"""Generations kept: the one a board holds until the next tick, and the one to refill."""
+KEPT: Final = 3
+"""Generations kept at most: the one a board holds until the next tick, the one before,
+which a gNMI stream may still be sending, and the one to refill."""
 LONGEST_WAIT: Final = 63
 """Ticks at most between two looks for a free generation, after looks that found none
 (a consumer that keeps older ticks, such as a gNMI stream sampling slower than the
@@ -100,12 +102,12 @@ class FramePool:
                 self._kept.append(kept)
                 self.refilled += 1
                 return list(kept.frames)
-        if len(self._kept) == KEPT:  # an older tick than a board's held: wait 1, 3, 7...
+        if len(self._kept) == KEPT:  # even the oldest is held: wait 1, 3, 7 ... ticks
             self._backoff = self._wait = min(2 * self._backoff + 1, LONGEST_WAIT)
         return self._make(make)
 
     def _make(self, make: Callable[[], tuple[Matrices, list[Frame]]]) -> list[Frame]:
-        del self._kept[:len(self._kept) - KEPT + 1]  # held elsewhere: theirs now
+        del self._kept[:max(0, len(self._kept) - KEPT + 1)]  # held elsewhere: theirs now
         self._kept.append(Generation(*make()))
         self.made += 1
         return list(self._kept[-1].frames)

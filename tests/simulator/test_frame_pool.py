@@ -70,6 +70,17 @@ def test_a_board_keeping_the_last_tick_lets_the_one_before_be_refilled(
     assert (pooled.telemetry.pool.made, pooled.telemetry.pool.refilled) == (2, 4)
 
 
+def test_a_stream_still_sending_the_tick_before_the_boards_leaves_the_third_refillable(
+        streaming: Make) -> None:
+    pooled, fresh = _pair(streaming)
+    board: list[Frame] = []
+    sending: list[Frame] = []
+    for _ in range(8):
+        board, sending = _same_tick(pooled, fresh), board  # two ticks held at any time
+    assert len(sending) == pooled.fabric.n_nodes
+    assert (pooled.telemetry.pool.made, pooled.telemetry.pool.refilled) == (3, 5)
+
+
 def test_a_consumer_keeping_older_ticks_makes_the_pool_look_rarely_then_refill_again(
         streaming: Make) -> None:
     pooled, fresh = _pair(streaming)
