@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fabricops.core.logthrottle import Outage
 
-log = logging.getLogger(__name__)
 
 class KafkaBusConfig(BaseModel):
     """Brokers, the local buffer, the producer and the consumers of a KafkaBus."""

@@ -48,9 +48,7 @@ def _counts(matrices: Matrices, frames: list[Frame]) -> tuple[int, ...]:
     """The most references any frame and any value array has, then each matrix's (as
     counted from here: compare only with counts taken by this function)."""
     count = sys.getrefcount
-    if not frames:
-        return (count(matrices[0]), count(matrices[1]))
-    return (max(map(count, frames)), max(map(count, map(_raw, frames))),
+    return (max(map(count, frames), default=0), max(map(count, map(_raw, frames)), default=0),
             count(matrices[0]), count(matrices[1]))
 
 
@@ -79,10 +77,10 @@ class FramePool:
     def frames(self, make: Callable[[], tuple[Matrices, list[Frame]]],
                fill: Callable[[Matrices], object], ts_ns: int, seqs: list[int]) -> list[Frame]:
         """A tick's frames: the oldest free generation kept, with its matrices refilled
-        by ``fill`` and its frames given ``ts_ns`` and ``seqs``; else those ``make``
-        returns, kept for a later tick in place of the oldest if ``KEPT`` are kept
-        already. After a look that found none free, the next looks wait 1, 3, 7 ... up
-        to ``LONGEST_WAIT`` ticks. The caller gets a list of its own."""
+        by ``fill`` (which leaves them read-only) and its frames given ``ts_ns`` and
+        ``seqs``; else those ``make`` returns, kept for a later tick in place of the
+        oldest if ``KEPT`` are kept already. After a look that found none free, the next
+        looks wait 1, 3, 7 ... up to ``LONGEST_WAIT`` ticks. The caller gets a list of its own."""
         if not self.enabled:
             return make()[1]
         if self._wait:
@@ -93,11 +91,7 @@ class FramePool:
             if kept.free():
                 self._backoff = 0
                 del self._kept[at]
-                for matrix in kept.matrices:
-                    matrix.flags.writeable = True
                 fill(kept.matrices)
-                for matrix in kept.matrices:
-                    matrix.flags.writeable = False
                 Frame.restamp_each(kept.frames, ts_ns, seqs)
                 self._kept.append(kept)
                 self.refilled += 1

@@ -148,17 +148,20 @@ class Telemetry:
 
     def _matrices(self, into: Matrices | None = None) -> Matrices:
         """Switch ports x (counters, oper_status, gauges), and NICs x (the same, then NIC
-        counters and gauges): row-major, one copy each (into ``into``, if given)."""
+        counters and gauges): row-major, one copy each (into ``into``, if given), left
+        read-only (frames hold views of them)."""
+        for matrix in into or ():
+            matrix.flags.writeable = True
         switch = _rows(self._port_parts(self._switch_ports), into and into[0])
         hosts = _rows((*self._port_parts(self._nic_ports), self.nic_counters,
                        self.nic_gauges.view(np.uint64)), into and into[1])
+        switch.flags.writeable = hosts.flags.writeable = False
         return switch, hosts
 
     def _whole_tick(self, ts_ns: int, seqs: list[int]) -> tuple[Matrices, list[Frame]]:
         """Every node's whole frame, and the (read-only) matrices their values view."""
-        pm, hosts = matrices = self._matrices()
-        pm.flags.writeable = hosts.flags.writeable = False  # frames hold views of them
-        flat = (pm.reshape(-1), hosts.reshape(-1))
+        matrices = self._matrices()
+        flat = [m.reshape(-1) for m in matrices]
         raws: list[U64] = []
         for host, a, count, size in self._runs:  # a row view each, made by numpy
             raws.extend(flat[host][a:a + count * size].reshape(count, size))
@@ -171,7 +174,8 @@ class Telemetry:
     def frames(self, ts_ns: int, reporting: B) -> list[Frame]:
         """One frame per node that is reporting, in node order. Pure: same tick, same frames.
 
-        Each frame's values are a view of this call's own matrices. A port marked
+        Each frame's values are a view of this tick's matrices (an earlier tick's,
+        refilled, only where nothing holds those: :mod:`.frame_pool`). A port marked
         ``silent`` (a dead NIC) is left out of its node's frame, as a host agent
         no longer lists a NIC that fell off its bus.
         """
@@ -181,9 +185,7 @@ class Telemetry:
         if not with_silent and reporting.all():  # the usual tick: every node, whole
             return self.pool.frames(lambda: self._whole_tick(ts_ns, seqs), self._matrices,
                                     ts_ns, seqs)
-        pm, hosts = self._matrices()
-        pm.flags.writeable = hosts.flags.writeable = False  # frames hold views of them
-        flat = (pm.reshape(-1), hosts.reshape(-1))
+        flat = [m.reshape(-1) for m in self._matrices()]
         cuts = self._cuts
         out: list[Frame] = []
         add = out.append

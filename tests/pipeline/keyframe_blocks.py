@@ -17,6 +17,19 @@ IN_OCTETS, IN_PKTS = CATALOGUE.id_of("in_octets"), CATALOGUE.id_of("in_pkts")
 OUT_OCTETS, OUT_PKTS = CATALOGUE.id_of("out_octets"), CATALOGUE.id_of("out_pkts")
 
 
+def block(metric: list[int], raw: np.ndarray, present: np.ndarray | None = None,
+          ts: np.ndarray | None = None) -> SeriesBlock:
+    """Series of ``metric`` ids, one a port of leaf-0, at 1 s polls from ``T0`` (or
+    ``ts``), every point present (or ``present``)."""
+    raw = np.atleast_2d(np.asarray(raw, dtype=np.uint64))
+    n = raw.shape[1]
+    return SeriesBlock(
+        ts_ns=T0 + np.arange(n, dtype=np.int64) * SECOND if ts is None else ts,
+        entity=tuple(f"leaf-0:eth{i}" for i in range(len(metric))),
+        metric=np.array(metric, np.uint16), raw=raw,
+        present=np.ones(raw.shape, bool) if present is None else present)
+
+
 def port_block(ports: int = 12, n: int = 60, seed: int = 0, wrap32: bool = True,
                reboot_at: int | None = 40) -> SeriesBlock:
     """``ports`` ports of one leaf, in and out octets and packets: bursty on/off rates,

@@ -26,11 +26,10 @@ from fabricops.pipeline.keyframe import (
 )
 from fabricops.pipeline.keyframe_entropy import ENTROPY
 from fabricops.pipeline.keyframe_series import BodyReader
+from tests.pipeline.keyframe_blocks import COUNTER, STATE, block
 from tests.pipeline.keyframe_bytes import SECOND, T0, U64_MAX, body_of, rewrap
 
-COUNTER = CATALOGUE.id_of("in_octets")
 RX_POWER = CATALOGUE.id_of("rx_power_dbm")
-STATE = CATALOGUE.id_of("oper_status")
 CAUSES = re.compile(r"truncated|length mismatch|bad magic|unknown version|checksum|corrupt|"
                     r"malformed|bad counts|unknown flags")
 KF1_PAYLOAD = bytes.fromhex(
@@ -42,17 +41,6 @@ KF1_PAYLOAD = bytes.fromhex(
     "a414")
 """A kf1 payload as version 1 wrote it: a counter wrapping at 2**64 and 2**32 with an
 absent point, an optics gauge (bound 0.01) with NaN, 1e300 and inf, a state."""
-
-
-def block(metric: list[int], raw: np.ndarray, ts: np.ndarray | None = None,
-          present: np.ndarray | None = None) -> SeriesBlock:
-    raw = np.atleast_2d(np.asarray(raw, dtype=np.uint64))
-    n = raw.shape[1]
-    return SeriesBlock(
-        ts_ns=T0 + np.arange(n, dtype=np.int64) * SECOND if ts is None else ts,
-        entity=tuple(f"leaf-0:eth{i}" for i in range(len(metric))),
-        metric=np.array(metric, np.uint16), raw=raw,
-        present=np.ones(raw.shape, bool) if present is None else present)
 
 
 def jittered(n: int, seed: int = 0) -> np.ndarray:
@@ -88,7 +76,7 @@ def test_counters_are_bit_exact_through_resets_and_wraps(version: int) -> None:
     raw = np.vstack([wrap64, wrap32, reset, constant, jumps])
     assert (np.diff(wrap64.astype(np.float64)) < 0).any()
     for ts in (None, jittered(n)):
-        b = block([COUNTER] * 5, raw, ts)
+        b = block([COUNTER] * 5, raw, ts=ts)
         assert decode_block(encode_block(b, 0.0, version=version)) == b
 
 
@@ -112,7 +100,7 @@ def test_any_counters_with_jittered_polls_round_trip(rows: int, n: int,
     gaps = data.draw(st.lists(st.integers(1, 3 * SECOND), min_size=n, max_size=n))
     raw = np.array(values, np.uint64).reshape(rows, n)
     raw[0] = np.cumsum(raw[0] >> np.uint64(30), dtype=np.uint64)
-    b = block([COUNTER] * rows, raw, T0 + np.cumsum(gaps).astype(np.int64))
+    b = block([COUNTER] * rows, raw, ts=T0 + np.cumsum(gaps).astype(np.int64))
     assert decode_block(encode_block(b, 0.0)) == b
 
 
@@ -121,7 +109,7 @@ def test_steady_rate_under_poll_jitter_costs_less_than_version_1() -> None:
     rates = np.random.default_rng(4).uniform(1e9, 5e10, (50, 1))
     dt = np.diff(ts, prepend=ts[0] - SECOND) / 1e9
     raw = (np.uint64(2**40) + np.cumsum(np.round(rates * dt), axis=1).astype(np.uint64))
-    b = block([COUNTER] * 50, raw, ts)
+    b = block([COUNTER] * 50, raw, ts=ts)
     v1, v2 = encode_block(b, 0.0, version=1), encode_block(b, 0.0)
     assert decode_block(v2) == b
     assert len(v2) < 0.6 * len(v1)
@@ -176,7 +164,7 @@ def sample_payload() -> tuple[SeriesBlock, bytes]:
     present = np.ones(raw.shape, bool)
     present[1, 5] = False
     raw[1, 5] = 0
-    b = block([COUNTER] * 3 + [RX_POWER] * 2 + [STATE], raw, ts, present)
+    b = block([COUNTER] * 3 + [RX_POWER] * 2 + [STATE], raw, present, ts)
     return b, encode_block(b, np.array([0, 0, 0, 0.01, 0.0, 0]))
 
 

@@ -23,22 +23,11 @@ from fabricops.pipeline.keyframe import (
     encode_block,
     gauge_bounds,
 )
-from tests.pipeline.keyframe_blocks import COUNTER, GAUGE, STATE
+from tests.pipeline.keyframe_blocks import COUNTER, GAUGE, STATE, block
 from tests.pipeline.keyframe_bytes import SECOND, T0, U64_MAX
 
 CAUSES = re.compile(r"truncated|length mismatch|bad magic|unknown version|checksum|corrupt|"
                     r"malformed|bad counts|unknown flags")
-
-
-def block(metric: list[int], raw: np.ndarray, present: np.ndarray | None = None,
-          ts: np.ndarray | None = None) -> SeriesBlock:
-    raw = np.atleast_2d(np.asarray(raw, dtype=np.uint64))
-    n = raw.shape[1]
-    return SeriesBlock(
-        ts_ns=T0 + np.arange(n, dtype=np.int64) * SECOND if ts is None else ts,
-        entity=tuple(f"leaf-0:eth{i}" for i in range(len(metric))),
-        metric=np.array(metric, np.uint16), raw=raw,
-        present=np.ones(raw.shape, bool) if present is None else present)
 
 
 def floats(values: list[float] | np.ndarray) -> np.ndarray:
